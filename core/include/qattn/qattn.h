@@ -1,0 +1,404 @@
+/*
+ * qattn: attention kernels for LLM inference over quantized, paged KV caches.
+ *
+ * This header is the whole user-facing API of qattn_core: status codes, dtypes,
+ * tensor descriptors, contexts (one backend instance on one device), buffers,
+ * device capabilities, and the three operations with their plan/run split.
+ * The exact math of every operation is in docs/ops.md (mirrors the spec).
+ *
+ * Conventions
+ * - Every function that can fail returns a qattn_status. The library never
+ *   aborts, exits or prints. On failure, qattn_last_error(ctx) names the
+ *   argument and the rule it broke; outputs are left untouched.
+ * - Free functions accept NULL.
+ * - No global mutable state: use one context per thread.
+ */
+#ifndef QATTN_QATTN_H
+#define QATTN_QATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(QATTN_BUILD_SHARED)
+#define QATTN_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define QATTN_API __attribute__((visibility("default")))
+#else
+#define QATTN_API
+#endif
+
+/* ---- version -------------------------------------------------------- */
+#define QATTN_VERSION_MAJOR 0
+#define QATTN_VERSION_MINOR 1
+#define QATTN_VERSION_PATCH 0
+#define QATTN_VERSION_NUMBER \
+    (QATTN_VERSION_MAJOR * 10000 + QATTN_VERSION_MINOR * 100 + QATTN_VERSION_PATCH)
+#define QATTN_STRINGIFY_(x) #x
+#define QATTN_STRINGIFY(x) QATTN_STRINGIFY_(x)
+#define QATTN_VERSION_STRING                                             \
+    QATTN_STRINGIFY(QATTN_VERSION_MAJOR) "." QATTN_STRINGIFY(            \
+        QATTN_VERSION_MINOR) "." QATTN_STRINGIFY(QATTN_VERSION_PATCH)
+
+/** Returns QATTN_VERSION_NUMBER of the library actually linked. */
+QATTN_API unsigned qattn_version_number(void);
+/** Returns the "MAJOR.MINOR.PATCH" string of the library actually linked. */
+QATTN_API const char *qattn_version_string(void);
+
+/* ---- status ----------------------------------------------------------- */
+/* One list; the enum and qattn_status_name() are both generated from it. */
+#define QATTN_STATUS_LIST(X)                                                  \
+    X(QATTN_OK, "ok")                                                         \
+    X(QATTN_ERR_INVALID_ARGUMENT, "invalid argument")                         \
+    X(QATTN_ERR_NULL_BUFFER, "null buffer")                                   \
+    X(QATTN_ERR_DTYPE, "wrong dtype")                                         \
+    X(QATTN_ERR_SHAPE, "shape mismatch")                                      \
+    X(QATTN_ERR_STRIDE, "unsupported stride")                                 \
+    X(QATTN_ERR_ALIGNMENT, "misaligned address or stride")                    \
+    X(QATTN_ERR_OUT_OF_BOUNDS, "tensor exceeds its buffer")                   \
+    X(QATTN_ERR_OVERFLOW, "size overflows the index type")                    \
+    X(QATTN_ERR_WORKSPACE, "workspace missing or too small")                  \
+    X(QATTN_ERR_INDEX_OUT_OF_RANGE, "index out of range")                     \
+    X(QATTN_ERR_UNSUPPORTED, "not supported by this backend or device")       \
+    X(QATTN_ERR_VARIANT_GATE, "pinned variant cannot run this shape")         \
+    X(QATTN_ERR_BACKEND_UNAVAILABLE, "backend or device unavailable")         \
+    X(QATTN_ERR_OUT_OF_MEMORY, "out of memory")                               \
+    X(QATTN_ERR_DEVICE, "device error")
+
+typedef enum qattn_status {
+#define QATTN_STATUS_ENUM_(name, text) name,
+    QATTN_STATUS_LIST(QATTN_STATUS_ENUM_)
+#undef QATTN_STATUS_ENUM_
+    QATTN_STATUS_COUNT
+} qattn_status;
+
+/** Returns the enumerator's name ("QATTN_ERR_SHAPE"); "QATTN_STATUS_UNKNOWN"
+ *  for a value outside the list. Never NULL. */
+QATTN_API const char *qattn_status_name(qattn_status s);
+/** Returns a short English description; never NULL. */
+QATTN_API const char *qattn_status_text(qattn_status s);
+
+/* ---- dtypes ----------------------------------------------------------- */
+typedef enum qattn_dtype {
+    QATTN_DTYPE_INVALID = 0,
+    QATTN_BF16,
+    QATTN_F16,
+    QATTN_F32,
+    QATTN_I32,
+    QATTN_I8,
+    QATTN_FP8_E4M3FN,
+    QATTN_FP8_E4M3FNUZ,
+    QATTN_DTYPE_COUNT
+} qattn_dtype;
+
+/** Returns the size in bytes of one element, or 0 for an invalid dtype. */
+QATTN_API size_t qattn_dtype_size(qattn_dtype t);
+/** Returns "bf16", "fp8_e4m3fn", ...; "invalid" for anything else. */
+QATTN_API const char *qattn_dtype_name(qattn_dtype t);
+
+/* ---- contexts and buffers -------------------------------------------- */
+typedef struct qattn_context qattn_context;
+typedef struct qattn_buffer qattn_buffer;
+/** A backend: a const table of entry points (see qattn/backend.h). Obtain one
+ *  from qattn_backend_cpu() here, qattn_backend_vulkan() in qattn/vulkan.h or
+ *  qattn_backend_hip() in qattn/hip.h. */
+typedef struct qattn_backend_iface qattn_backend_iface;
+
+/** The reference backend, always present in qattn_core. Exact, slow. */
+QATTN_API const qattn_backend_iface *qattn_backend_cpu(void);
+
+typedef struct qattn_context_options {
+    /** Device selector: NULL or "" = backend default (for Vulkan the env var
+     *  QATTN_VULKAN_DEVICE, then device 0); a decimal index; or a
+     *  case-insensitive substring of the device name. */
+    const char *device;
+    /** Non-zero: enable the backend's debug validation (Vulkan validation
+     *  layer). Messages it reports make the next call fail with
+     *  QATTN_ERR_DEVICE and are kept in the last-error text. */
+    int debug_validation;
+    /** HIP only: the stream to enqueue on (hipStream_t); NULL = default. */
+    void *stream;
+} qattn_context_options;
+
+/** Creates a context owning one instance of `backend` on one device.
+ *  `options` may be NULL. On failure *out is NULL and the status says why;
+ *  the reason text is returned in `err` when non-NULL (contexts that failed
+ *  to be created have no last-error of their own).
+ *  Returns QATTN_OK, QATTN_ERR_INVALID_ARGUMENT, QATTN_ERR_BACKEND_UNAVAILABLE
+ *  (no loader, no device, no matching device) or QATTN_ERR_OUT_OF_MEMORY. */
+QATTN_API qattn_status qattn_context_create(const qattn_backend_iface *backend,
+                                            const qattn_context_options *options,
+                                            qattn_context **out, char *err,
+                                            size_t err_size);
+/** Destroys the context; NULL is accepted. Buffers must be freed first. */
+QATTN_API void qattn_context_free(qattn_context *ctx);
+/** Returns the message of the last failed call on ctx ("" if none). */
+QATTN_API const char *qattn_last_error(const qattn_context *ctx);
+/** Returns the backend's name ("cpu", "vulkan", "hip"). */
+QATTN_API const char *qattn_backend_name(const qattn_context *ctx);
+
+/** Allocates `bytes` of device memory. Returns QATTN_OK or
+ *  QATTN_ERR_INVALID_ARGUMENT (bytes == 0), QATTN_ERR_OUT_OF_MEMORY. */
+QATTN_API qattn_status qattn_buffer_alloc(qattn_context *ctx, uint64_t bytes,
+                                          qattn_buffer **out);
+/** Wraps memory the caller owns (a HIP device pointer, a VkBuffer) without
+ *  copying; qattn_buffer_free then releases only the wrapper. Returns
+ *  QATTN_ERR_UNSUPPORTED on backends without the optional wrap slot. */
+QATTN_API qattn_status qattn_buffer_wrap(qattn_context *ctx, void *native,
+                                         uint64_t bytes, qattn_buffer **out);
+/** Frees a buffer allocated or wrapped on ctx; NULL is accepted. */
+QATTN_API void qattn_buffer_free(qattn_context *ctx, qattn_buffer *buf);
+/** Returns the size in bytes the buffer was created with (0 for NULL). */
+QATTN_API uint64_t qattn_buffer_size(const qattn_buffer *buf);
+/** Copies host memory into [offset, offset + bytes) of buf; completes before
+ *  returning. Returns QATTN_ERR_OUT_OF_BOUNDS if the range exceeds buf. */
+QATTN_API qattn_status qattn_buffer_upload(qattn_context *ctx, qattn_buffer *buf,
+                                           uint64_t offset, const void *src,
+                                           uint64_t bytes);
+/** Copies [offset, offset + bytes) of buf to host memory after all work
+ *  enqueued on ctx has finished. */
+QATTN_API qattn_status qattn_buffer_download(qattn_context *ctx,
+                                             const qattn_buffer *buf,
+                                             uint64_t offset, void *dst,
+                                             uint64_t bytes);
+/** Waits until all work enqueued on ctx has finished. */
+QATTN_API qattn_status qattn_synchronize(qattn_context *ctx);
+/** Device time in milliseconds of the most recent op call on ctx, measured by
+ *  the backend's own timer (timestamp queries, events; wall clock on cpu).
+ *  Waits for that op. Returns QATTN_ERR_UNSUPPORTED when the backend has no
+ *  timer, QATTN_ERR_INVALID_ARGUMENT when no op has run yet. */
+QATTN_API qattn_status qattn_last_op_time_ms(qattn_context *ctx, double *ms);
+
+/* ---- device capabilities --------------------------------------------- */
+enum {
+    QATTN_FEAT_SHADER_F16 = 1u << 0,       /* 16-bit float arithmetic */
+    QATTN_FEAT_STORAGE_8BIT = 1u << 1,     /* 8-bit loads/stores from buffers */
+    QATTN_FEAT_STORAGE_16BIT = 1u << 2,    /* 16-bit loads/stores */
+    QATTN_FEAT_COOPMAT = 1u << 3,          /* cooperative matrix / MFMA / WMMA */
+    QATTN_FEAT_PACKED_FP8_CVT = 1u << 4,   /* native packed fp8 -> f32 */
+    QATTN_FEAT_FP8_MATRIX = 1u << 5,       /* fp8 operands in the matrix unit */
+    QATTN_FEAT_BF16 = 1u << 6,             /* bf16 arithmetic/conversion */
+    QATTN_FEAT_TIMESTAMPS = 1u << 7,       /* device timer for ops */
+    QATTN_FEAT_SUBGROUP_SIZE_CONTROL = 1u << 8 /* can pin a subgroup size */
+};
+
+/** One matrix-unit shape: C[MxN] (c_type) += A[MxK] (a_type) x B[KxN]. */
+typedef struct qattn_matrix_shape {
+    uint16_t m, n, k;
+    qattn_dtype a_type; /* also the B type */
+    qattn_dtype c_type;
+} qattn_matrix_shape;
+
+#define QATTN_MAX_MATRIX_SHAPES 16
+
+typedef struct qattn_device_caps {
+    /** "cpu", "gfx942", "gfx1201", "vulkan:<device name>". */
+    char arch[96];
+    char device_name[128];
+    int32_t compute_units;        /* SMs / CUs / host cores */
+    uint32_t subgroup_size_min;   /* wave / subgroup sizes the device runs */
+    uint32_t subgroup_size_max;
+    /** The largest shared memory (LDS) one workgroup can really launch with,
+     *  in bytes: the device's limit, not a nominal figure. */
+    uint32_t max_shared_bytes;
+    uint32_t max_workgroup_size;
+    uint32_t features;            /* QATTN_FEAT_* */
+    uint32_t fp8_matrix_native;   /* dtype the fp8 matrix unit wants, if any */
+    int32_t n_matrix_shapes;
+    qattn_matrix_shape matrix_shapes[QATTN_MAX_MATRIX_SHAPES];
+} qattn_device_caps;
+
+/** Fills *caps for the context's device. */
+QATTN_API qattn_status qattn_get_caps(qattn_context *ctx, qattn_device_caps *caps);
+
+/* ---- tensors ---------------------------------------------------------- */
+#define QATTN_MAX_RANK 4
+
+/** A view of device memory: buffer + byte offset, logical shape, strides in
+ *  elements. An optional operand is given as a descriptor with buffer NULL
+ *  (a zero-initialised struct). */
+typedef struct qattn_tensor {
+    qattn_buffer *buffer;
+    uint64_t offset;              /* bytes from the start of buffer */
+    qattn_dtype dtype;
+    int32_t rank;                 /* 1..QATTN_MAX_RANK */
+    int64_t shape[QATTN_MAX_RANK];
+    int64_t strides[QATTN_MAX_RANK]; /* elements */
+} qattn_tensor;
+
+/** Returns a row-major contiguous descriptor of the given shape. */
+QATTN_API qattn_tensor qattn_tensor_contiguous(qattn_buffer *buffer, uint64_t offset,
+                                               qattn_dtype dtype, int32_t rank,
+                                               const int64_t *shape);
+/** Returns true when t names a buffer (an optional operand is present). */
+QATTN_API int qattn_tensor_present(const qattn_tensor *t);
+
+/* ---- operation: decode attention ------------------------------------- */
+/** Inputs and outputs of decode attention over a paged KV cache (spec 2). */
+typedef struct qattn_decode_args {
+    qattn_tensor q;          /* [B, R, Hq, D] bf16 */
+    qattn_tensor k_cache;    /* [N_slots, Hkv, D]  bf16 | fp8 fn | fp8 fnuz | i8 */
+    qattn_tensor v_cache;    /* [N_slots, Hkv, Dv] same dtype as k_cache */
+    qattn_tensor k_scale;    /* [N_slots, Hkv] f32; required unless bf16 */
+    qattn_tensor v_scale;    /* [N_slots, Hkv] f32; required unless bf16 */
+    qattn_tensor kv_indptr;  /* [B + 1] i32 */
+    qattn_tensor kv_indices; /* [n_pages] i32 */
+    qattn_tensor kv_lens;    /* [B] i32 */
+    qattn_tensor sinks;      /* optional [Hq] f32 */
+    qattn_tensor o;          /* [B, R, Hq, Dv] bf16 */
+    qattn_tensor lse;        /* optional [B, R, Hq] f32 */
+    int32_t page_size;       /* P >= 1 */
+    int32_t max_kv_len;      /* >= every kv_lens[b]; drives the split policy */
+    float sm_scale;
+    int32_t window_left;     /* -1 = no window */
+    float logit_softcap;     /* 0 = off */
+} qattn_decode_args;
+
+typedef enum qattn_decode_variant {
+    QATTN_DECODE_AUTO = 0,     /* let the planner choose (options only) */
+    QATTN_DECODE_GENERIC,      /* any dtype, D, GQA, R, stride */
+    QATTN_DECODE_PACKED_FP8,   /* 4 fp8 codes per 32-bit load; gated */
+    QATTN_DECODE_MULTIROW,     /* R > 1: query rows share each K/V load */
+    QATTN_DECODE_COOPMAT,      /* matrix-unit QK^T and PV */
+    QATTN_DECODE_VARIANT_COUNT
+} qattn_decode_variant;
+
+/** Returns "generic", "packed_fp8", ...; "auto" for AUTO. */
+QATTN_API const char *qattn_decode_variant_name(qattn_decode_variant v);
+
+typedef struct qattn_decode_options {
+    qattn_decode_variant variant; /* AUTO, or pin one (gate failure = error) */
+    int32_t num_splits;           /* 0 = planner's choice, else 1..64 */
+} qattn_decode_options;
+
+#define QATTN_MAX_SPLITS 64
+#define QATTN_REASON_BYTES 256
+
+/** The planner's decision for one decode shape. Pure data; inspectable. */
+typedef struct qattn_decode_plan {
+    qattn_decode_variant variant;
+    /* shape the plan was made for */
+    int32_t batch, rows, q_heads, kv_heads, head_dim, head_dim_v;
+    qattn_dtype kv_dtype;
+    /* geometry */
+    int32_t keys_per_tile;
+    int32_t workgroup_size;
+    int32_t pipeline_depth;
+    int32_t q_heads_per_workgroup;
+    uint32_t shared_bytes;        /* exact shared memory of the stage-1 launch */
+    /* split-KV */
+    int32_t num_splits;           /* 1 = no merge launch */
+    int32_t keys_per_split;
+    uint64_t workspace_bytes;     /* partial outputs + LSEs; 0 when 1 split */
+    /** Why the variant is not the preferred one, or "" (e.g.
+     *  "packed_fp8 gate: k_cache row stride 136 B not 16-byte aligned"). */
+    char reason[QATTN_REASON_BYTES];
+} qattn_decode_plan;
+
+/** Plans decode attention for ctx's device. Validates every descriptor
+ *  first. `options` may be NULL; QATTN_DECODE_VARIANT in the environment pins
+ *  a variant when options do not. Returns QATTN_ERR_VARIANT_GATE when a
+ *  pinned variant cannot run, naming the failed condition. */
+QATTN_API qattn_status qattn_decode_plan_create(qattn_context *ctx,
+                                                const qattn_decode_args *args,
+                                                const qattn_decode_options *options,
+                                                qattn_decode_plan *plan);
+/** The pure planner behind qattn_decode_plan_create: no context, no
+ *  environment, no validation of buffers; a function of shape/strides and
+ *  caps alone. `err` (may be NULL) receives the reason of a failure. */
+QATTN_API qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps,
+                                                 const qattn_decode_args *args,
+                                                 const qattn_decode_options *options,
+                                                 qattn_decode_plan *plan, char *err,
+                                                 size_t err_size);
+/** Runs a plan. `workspace` must hold plan->workspace_bytes from
+ *  `workspace_offset` (may be NULL when that is 0). Never allocates.
+ *  Validates args against the plan's shape before launching. */
+QATTN_API qattn_status qattn_decode_run(qattn_context *ctx,
+                                        const qattn_decode_plan *plan,
+                                        const qattn_decode_args *args,
+                                        qattn_buffer *workspace,
+                                        uint64_t workspace_offset);
+
+/* ---- operation: KV store --------------------------------------------- */
+typedef struct qattn_kv_store_args {
+    qattn_tensor k_new;        /* [T, Hkv, D] bf16 */
+    qattn_tensor v_new;        /* [T, Hkv, Dv] bf16 */
+    qattn_tensor slot_mapping; /* [T] i32; -1 = skip */
+    qattn_tensor k_cache, v_cache; /* as in decode */
+    qattn_tensor k_scale, v_scale; /* [N_slots, Hkv] f32 unless bf16 cache */
+} qattn_kv_store_args;
+
+/** Writes new tokens into the cache in its format (spec 2, KV store). With
+ *  QATTN_CHECK_INDICES=1 every slot is checked against N_slots first. */
+QATTN_API qattn_status qattn_kv_store(qattn_context *ctx, const qattn_kv_store_args *args);
+
+/* ---- operation: FP8 MQA logits --------------------------------------- */
+typedef struct qattn_mqa_logits_args {
+    qattn_tensor q;        /* [S, H, D] fp8 fn|fnuz */
+    qattn_tensor k;        /* [S_kv, D] fp8 fn|fnuz */
+    qattn_tensor k_scale;  /* [S_kv] f32 */
+    qattn_tensor weights;  /* [S, H] f32 */
+    qattn_tensor ks, ke;   /* [S] i32 */
+    qattn_tensor logits;   /* [S, S_kv] f32, row stride >= S_kv */
+    int32_t clean_logits;  /* non-zero: -inf outside each row's window */
+} qattn_mqa_logits_args;
+
+typedef enum qattn_mqa_variant {
+    QATTN_MQA_AUTO = 0,
+    QATTN_MQA_DIRECT,      /* each subgroup reads its own KV slice */
+    QATTN_MQA_STAGED,      /* subgroups share KV tiles via shared memory */
+    QATTN_MQA_COOPMAT,     /* matrix-unit q.k */
+    QATTN_MQA_VARIANT_COUNT
+} qattn_mqa_variant;
+
+QATTN_API const char *qattn_mqa_variant_name(qattn_mqa_variant v);
+
+typedef struct qattn_mqa_logits_options {
+    qattn_mqa_variant variant;  /* AUTO or pinned */
+    int32_t rows_per_subgroup;  /* 0 = planner, else 1, 2 or 4 */
+    int32_t kv_slices;          /* 0 = planner */
+} qattn_mqa_logits_options;
+
+typedef struct qattn_mqa_logits_plan {
+    qattn_mqa_variant variant;
+    int32_t rows, kv_len, heads, head_dim; /* S, S_kv, H, D */
+    qattn_dtype q_dtype, k_dtype;
+    int32_t rows_per_subgroup;
+    int32_t subgroups_per_workgroup;
+    int32_t rows_per_workgroup;
+    int32_t kv_tile;              /* KV columns per tile */
+    int32_t kv_slices;            /* grid.y slices of the KV range */
+    int32_t kv_per_slice;         /* columns per slice (int32-safe) */
+    int32_t grid_x, grid_y;
+    uint32_t shared_bytes;
+    uint64_t workspace_bytes;     /* 0: the op needs none */
+    char reason[QATTN_REASON_BYTES];
+} qattn_mqa_logits_plan;
+
+/** Plans MQA logits for ctx's device; QATTN_MQA_VARIANT in the environment
+ *  pins a variant when options do not. */
+QATTN_API qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx,
+                                                    const qattn_mqa_logits_args *args,
+                                                    const qattn_mqa_logits_options *options,
+                                                    qattn_mqa_logits_plan *plan);
+/** The pure planner: a function of shapes and caps only. */
+QATTN_API qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
+                                                     const qattn_mqa_logits_args *args,
+                                                     const qattn_mqa_logits_options *options,
+                                                     qattn_mqa_logits_plan *plan,
+                                                     char *err, size_t err_size);
+/** Runs a plan; never allocates; workspace as for decode. */
+QATTN_API qattn_status qattn_mqa_logits_run(qattn_context *ctx,
+                                            const qattn_mqa_logits_plan *plan,
+                                            const qattn_mqa_logits_args *args,
+                                            qattn_buffer *workspace,
+                                            uint64_t workspace_offset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* QATTN_QATTN_H */

@@ -1,0 +1,68 @@
+/* Internals of qattn_core shared between its source files. Not installed. */
+#ifndef QATTN_INTERNAL_H
+#define QATTN_INTERNAL_H
+
+#include <stdarg.h>
+#include "qattn/backend.h"
+#include "qattn/convert.h"
+
+#define QATTN_ERROR_BYTES 1024
+
+struct qattn_context {
+    const qattn_backend_iface *iface;
+    void *be;
+    qattn_device_caps caps;
+    int ops_run;                    /* for last_op_time_ms */
+    char last_error[QATTN_ERROR_BYTES];
+};
+
+/* Formats a message into err (may be NULL) and returns s. Pure functions
+ * (validators, planners) report through this. */
+qattn_status qattn__err(char *err, size_t err_size, qattn_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* Sets ctx's last error and returns s. */
+qattn_status qattn__fail(qattn_context *ctx, qattn_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* ---- descriptor validation (core/src/validate_*.c) ----
+ * Each returns QATTN_OK or a status with a message naming the argument and
+ * the rule. `dtype_mask` is a bit set of (1u << qattn_dtype). */
+#define QATTN_DT(t) (1u << (t))
+qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
+                                 int32_t rank, char *err, size_t n);
+/* Byte extent [first, last] a tensor touches; returns QATTN_ERR_OVERFLOW on
+ * int64 overflow. */
+qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64_t *end_excl);
+int qattn__tensor_is_contiguous(const qattn_tensor *t);
+int qattn__is_fp8(qattn_dtype t);
+
+qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_t n);
+qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n);
+qattn_status qattn__validate_mqa_logits(const qattn_mqa_logits_args *a, char *err, size_t n);
+
+/* Host address of element 0 of a tensor on the cpu backend. */
+static inline void *qattn__host_ptr(const qattn_tensor *t) {
+    return (char *)t->buffer->handle + t->offset;
+}
+
+/* ---- CPU reference implementations (core/src/ref_*.c) ----
+ * Host-memory versions of each op, exactly the spec. Tensors' buffers are
+ * cpu-backend buffers (handle = host pointer). Arguments are already
+ * validated. */
+qattn_status qattn__ref_decode(const qattn_decode_args *a);
+qattn_status qattn__ref_kv_store(const qattn_kv_store_args *a);
+qattn_status qattn__ref_mqa_logits(const qattn_mqa_logits_args *a);
+
+/* Records a backend failure (with the backend's own message) on ctx. */
+qattn_status qattn__backend_fail(qattn_context *ctx, qattn_status s, const char *what);
+
+/* Reads an environment variable; NULL when unset or empty. */
+const char *qattn__getenv(const char *name);
+
+#endif /* QATTN_INTERNAL_H */

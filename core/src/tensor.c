@@ -1,0 +1,174 @@
+/* dtypes and tensor descriptors: sizes, names, and the per-descriptor rules
+ * every operation applies before anything is launched. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+size_t qattn_dtype_size(qattn_dtype t) {
+    switch (t) {
+    case QATTN_BF16:
+    case QATTN_F16:
+        return 2;
+    case QATTN_F32:
+    case QATTN_I32:
+        return 4;
+    case QATTN_I8:
+    case QATTN_FP8_E4M3FN:
+    case QATTN_FP8_E4M3FNUZ:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+const char *qattn_dtype_name(qattn_dtype t) {
+    switch (t) {
+    case QATTN_BF16: return "bf16";
+    case QATTN_F16: return "f16";
+    case QATTN_F32: return "f32";
+    case QATTN_I32: return "i32";
+    case QATTN_I8: return "i8";
+    case QATTN_FP8_E4M3FN: return "fp8_e4m3fn";
+    case QATTN_FP8_E4M3FNUZ: return "fp8_e4m3fnuz";
+    default: return "invalid";
+    }
+}
+
+int qattn__is_fp8(qattn_dtype t) { return t == QATTN_FP8_E4M3FN || t == QATTN_FP8_E4M3FNUZ; }
+
+qattn_tensor qattn_tensor_contiguous(qattn_buffer *buffer, uint64_t offset, qattn_dtype dtype,
+                                     int32_t rank, const int64_t *shape) {
+    qattn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.buffer = buffer;
+    t.offset = offset;
+    t.dtype = dtype;
+    if (rank < 1 || rank > QATTN_MAX_RANK || !shape) {
+        t.rank = rank; /* left invalid on purpose: validation names it */
+        return t;
+    }
+    t.rank = rank;
+    int64_t stride = 1;
+    for (int32_t i = rank - 1; i >= 0; --i) {
+        t.shape[i] = shape[i];
+        t.strides[i] = stride;
+        stride *= shape[i] > 0 ? shape[i] : 1;
+    }
+    return t;
+}
+
+int qattn_tensor_present(const qattn_tensor *t) { return t && t->buffer != NULL; }
+
+/* a * b + c on non-negative int64, reporting overflow instead of wrapping. */
+static int mul_add_ok(int64_t a, int64_t b, int64_t c, int64_t *out) {
+    if (a != 0 && b > (INT64_MAX - c) / a) return 0;
+    *out = a * b + c;
+    return 1;
+}
+
+/* Largest element index (from element 0) the tensor reaches, or -1 when it
+ * has no elements. Returns 0 on int64 overflow. */
+static int max_element_index(const qattn_tensor *t, int64_t *out) {
+    int64_t idx = 0;
+    for (int32_t i = 0; i < t->rank; ++i) {
+        if (t->shape[i] == 0) {
+            *out = -1;
+            return 1;
+        }
+    }
+    for (int32_t i = 0; i < t->rank; ++i) {
+        if (!mul_add_ok(t->shape[i] - 1, t->strides[i], idx, &idx)) return 0;
+    }
+    *out = idx;
+    return 1;
+}
+
+qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64_t *end_excl) {
+    int64_t idx;
+    if (!max_element_index(t, &idx)) return QATTN_ERR_OVERFLOW;
+    *first = t->offset;
+    if (idx < 0) {
+        *end_excl = t->offset;
+        return QATTN_OK;
+    }
+    int64_t bytes;
+    if (!mul_add_ok(idx + 1, (int64_t)qattn_dtype_size(t->dtype), 0, &bytes))
+        return QATTN_ERR_OVERFLOW;
+    if (t->offset > UINT64_MAX - (uint64_t)bytes) return QATTN_ERR_OVERFLOW;
+    *end_excl = t->offset + (uint64_t)bytes;
+    return QATTN_OK;
+}
+
+int qattn__tensor_is_contiguous(const qattn_tensor *t) {
+    int64_t expect = 1;
+    for (int32_t i = t->rank - 1; i >= 0; --i) {
+        if (t->shape[i] != 1 && t->strides[i] != expect) return 0;
+        expect *= t->shape[i];
+    }
+    return 1;
+}
+
+static void dtype_list(uint32_t mask, char *buf, size_t n) {
+    buf[0] = '\0';
+    size_t used = 0;
+    for (int d = 1; d < QATTN_DTYPE_COUNT; ++d) {
+        if (!(mask & QATTN_DT(d))) continue;
+        int w = snprintf(buf + used, n - used, "%s%s", used ? "|" : "", qattn_dtype_name((qattn_dtype)d));
+        if (w < 0 || (size_t)w >= n - used) break;
+        used += (size_t)w;
+    }
+}
+
+qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
+                                 int32_t rank, char *err, size_t n) {
+    if (!t->buffer)
+        return qattn__err(err, n, QATTN_ERR_NULL_BUFFER, "%s: buffer is NULL", name);
+    if (t->dtype <= QATTN_DTYPE_INVALID || t->dtype >= QATTN_DTYPE_COUNT ||
+        !(dtype_mask & QATTN_DT(t->dtype))) {
+        char allowed[128];
+        dtype_list(dtype_mask, allowed, sizeof allowed);
+        return qattn__err(err, n, QATTN_ERR_DTYPE, "%s: dtype %s not allowed (expected %s)", name,
+                          qattn_dtype_name(t->dtype), allowed);
+    }
+    if (t->rank != rank)
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: rank %d, expected %d", name, (int)t->rank,
+                          (int)rank);
+    for (int32_t i = 0; i < rank; ++i) {
+        if (t->shape[i] < 0)
+            return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: shape[%d] = %" PRId64 " is negative",
+                              name, (int)i, t->shape[i]);
+        if (t->shape[i] > INT32_MAX)
+            return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                              "%s: shape[%d] = %" PRId64 " exceeds int32 (kernels index with int32)",
+                              name, (int)i, t->shape[i]);
+        if (t->strides[i] < 0)
+            return qattn__err(err, n, QATTN_ERR_STRIDE, "%s: stride[%d] = %" PRId64 " is negative",
+                              name, (int)i, t->strides[i]);
+    }
+    if (t->strides[rank - 1] != 1)
+        return qattn__err(err, n, QATTN_ERR_STRIDE,
+                          "%s: last dimension must be contiguous (stride 1, got %" PRId64 ")", name,
+                          t->strides[rank - 1]);
+    size_t es = qattn_dtype_size(t->dtype);
+    if (t->offset % es != 0)
+        return qattn__err(err, n, QATTN_ERR_ALIGNMENT,
+                          "%s: byte offset %" PRIu64 " is not a multiple of the %zu-byte element",
+                          name, t->offset, es);
+    int64_t idx;
+    if (!max_element_index(t, &idx))
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW, "%s: extent overflows int64", name);
+    if (idx > INT32_MAX)
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                          "%s: spans %" PRId64 " elements, over int32 (kernels index with int32)",
+                          name, idx + 1);
+    uint64_t first, end;
+    if (qattn__tensor_extent(t, &first, &end) != QATTN_OK)
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW, "%s: byte extent overflows", name);
+    if (end > t->buffer->bytes)
+        return qattn__err(err, n, QATTN_ERR_OUT_OF_BOUNDS,
+                          "%s: reaches byte %" PRIu64 " of a %" PRIu64 "-byte buffer", name, end,
+                          t->buffer->bytes);
+    return QATTN_OK;
+}

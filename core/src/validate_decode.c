@@ -1,0 +1,128 @@
+/* Descriptor rules of decode attention and the KV store (spec section 2).
+ * Runs before any plan or launch, so a bad call writes nothing. */
+#include <inttypes.h>
+#include <math.h>
+
+#include "internal.h"
+
+#define CHECK(expr)                        \
+    do {                                   \
+        qattn_status s_ = (expr);          \
+        if (s_ != QATTN_OK) return s_;     \
+    } while (0)
+
+static const uint32_t KV_DTYPES = QATTN_DT(QATTN_BF16) | QATTN_DT(QATTN_FP8_E4M3FN) |
+                                  QATTN_DT(QATTN_FP8_E4M3FNUZ) | QATTN_DT(QATTN_I8);
+
+static int head_dim_ok(int64_t d) { return d == 64 || d == 128 || d == 256; }
+
+static qattn_status shape_eq(const qattn_tensor *t, const char *name, int dim, int64_t want,
+                             const char *what, char *err, size_t n) {
+    if (t->shape[dim] != want)
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: shape[%d] = %" PRId64 " but %s is %" PRId64,
+                          name, dim, t->shape[dim], what, want);
+    return QATTN_OK;
+}
+
+/* k/v caches and their scales, shared by decode and the KV store. */
+static qattn_status check_cache(const qattn_tensor *kc, const qattn_tensor *vc,
+                                const qattn_tensor *ks, const qattn_tensor *vs, char *err,
+                                size_t n) {
+    CHECK(qattn__check_tensor(kc, "k_cache", KV_DTYPES, 3, err, n));
+    CHECK(qattn__check_tensor(vc, "v_cache", KV_DTYPES, 3, err, n));
+    if (vc->dtype != kc->dtype)
+        return qattn__err(err, n, QATTN_ERR_DTYPE, "v_cache: dtype %s differs from k_cache's %s",
+                          qattn_dtype_name(vc->dtype), qattn_dtype_name(kc->dtype));
+    CHECK(shape_eq(vc, "v_cache", 0, kc->shape[0], "k_cache's slot count", err, n));
+    CHECK(shape_eq(vc, "v_cache", 1, kc->shape[1], "k_cache's kv heads", err, n));
+    if (kc->shape[1] < 1)
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "k_cache: needs at least one kv head");
+    if (!head_dim_ok(kc->shape[2]))
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "k_cache: head dim %" PRId64 " not in {64, 128, 256}",
+                          kc->shape[2]);
+    CHECK(shape_eq(vc, "v_cache", 2, kc->shape[2], "the head dim of k_cache (Dv = D)", err, n));
+    if (kc->dtype == QATTN_BF16) {
+        if (qattn_tensor_present(ks) || qattn_tensor_present(vs))
+            return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                              "%s: a bf16 cache has no scales; pass an absent descriptor",
+                              qattn_tensor_present(ks) ? "k_scale" : "v_scale");
+        return QATTN_OK;
+    }
+    CHECK(qattn__check_tensor(ks, "k_scale", QATTN_DT(QATTN_F32), 2, err, n));
+    CHECK(qattn__check_tensor(vs, "v_scale", QATTN_DT(QATTN_F32), 2, err, n));
+    CHECK(shape_eq(ks, "k_scale", 0, kc->shape[0], "k_cache's slot count", err, n));
+    CHECK(shape_eq(ks, "k_scale", 1, kc->shape[1], "k_cache's kv heads", err, n));
+    CHECK(shape_eq(vs, "v_scale", 0, kc->shape[0], "k_cache's slot count", err, n));
+    CHECK(shape_eq(vs, "v_scale", 1, kc->shape[1], "k_cache's kv heads", err, n));
+    return QATTN_OK;
+}
+
+qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_t n) {
+    if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
+    const uint32_t BF16 = QATTN_DT(QATTN_BF16), F32 = QATTN_DT(QATTN_F32),
+                   I32 = QATTN_DT(QATTN_I32);
+    CHECK(qattn__check_tensor(&a->q, "q", BF16, 4, err, n));
+    const int64_t B = a->q.shape[0], R = a->q.shape[1], Hq = a->q.shape[2];
+    if (B < 1) return qattn__err(err, n, QATTN_ERR_SHAPE, "q: batch %" PRId64 " < 1", B);
+    if (R < 1 || R > 8)
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "q: %" PRId64 " query rows, must be 1..8", R);
+    if (Hq < 1) return qattn__err(err, n, QATTN_ERR_SHAPE, "q: %" PRId64 " heads, must be >= 1", Hq);
+    CHECK(check_cache(&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale, err, n));
+    CHECK(shape_eq(&a->q, "q", 3, a->k_cache.shape[2], "k_cache's head dim", err, n));
+    const int64_t Hkv = a->k_cache.shape[1];
+    if (Hq % Hkv != 0)
+        return qattn__err(err, n, QATTN_ERR_SHAPE,
+                          "q: %" PRId64 " heads is not a multiple of the %" PRId64 " kv heads", Hq, Hkv);
+    CHECK(qattn__check_tensor(&a->kv_indptr, "kv_indptr", I32, 1, err, n));
+    CHECK(shape_eq(&a->kv_indptr, "kv_indptr", 0, B + 1, "batch + 1", err, n));
+    CHECK(qattn__check_tensor(&a->kv_indices, "kv_indices", I32, 1, err, n));
+    CHECK(qattn__check_tensor(&a->kv_lens, "kv_lens", I32, 1, err, n));
+    CHECK(shape_eq(&a->kv_lens, "kv_lens", 0, B, "batch", err, n));
+    if (qattn_tensor_present(&a->sinks)) {
+        CHECK(qattn__check_tensor(&a->sinks, "sinks", F32, 1, err, n));
+        CHECK(shape_eq(&a->sinks, "sinks", 0, Hq, "q heads", err, n));
+    }
+    CHECK(qattn__check_tensor(&a->o, "o", BF16, 4, err, n));
+    CHECK(shape_eq(&a->o, "o", 0, B, "batch", err, n));
+    CHECK(shape_eq(&a->o, "o", 1, R, "query rows", err, n));
+    CHECK(shape_eq(&a->o, "o", 2, Hq, "q heads", err, n));
+    CHECK(shape_eq(&a->o, "o", 3, a->v_cache.shape[2], "v_cache's head dim", err, n));
+    if (qattn_tensor_present(&a->lse)) {
+        CHECK(qattn__check_tensor(&a->lse, "lse", F32, 3, err, n));
+        CHECK(shape_eq(&a->lse, "lse", 0, B, "batch", err, n));
+        CHECK(shape_eq(&a->lse, "lse", 1, R, "query rows", err, n));
+        CHECK(shape_eq(&a->lse, "lse", 2, Hq, "q heads", err, n));
+    }
+    if (a->page_size < 1)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "page_size: %d, must be >= 1",
+                          (int)a->page_size);
+    if (a->max_kv_len < 0)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "max_kv_len: %d, must be >= 0",
+                          (int)a->max_kv_len);
+    if (a->window_left < -1)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                          "window_left: %d, must be -1 (none) or >= 0", (int)a->window_left);
+    if (!isfinite(a->sm_scale))
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "sm_scale: must be finite");
+    if (!isfinite(a->logit_softcap) || a->logit_softcap < 0.0f)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                          "logit_softcap: must be finite and >= 0 (0 = off)");
+    return QATTN_OK;
+}
+
+qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n) {
+    if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
+    const uint32_t BF16 = QATTN_DT(QATTN_BF16);
+    CHECK(check_cache(&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale, err, n));
+    CHECK(qattn__check_tensor(&a->k_new, "k_new", BF16, 3, err, n));
+    CHECK(qattn__check_tensor(&a->v_new, "v_new", BF16, 3, err, n));
+    const int64_t T = a->k_new.shape[0];
+    CHECK(shape_eq(&a->k_new, "k_new", 1, a->k_cache.shape[1], "k_cache's kv heads", err, n));
+    CHECK(shape_eq(&a->k_new, "k_new", 2, a->k_cache.shape[2], "k_cache's head dim", err, n));
+    CHECK(shape_eq(&a->v_new, "v_new", 0, T, "k_new's token count", err, n));
+    CHECK(shape_eq(&a->v_new, "v_new", 1, a->v_cache.shape[1], "v_cache's kv heads", err, n));
+    CHECK(shape_eq(&a->v_new, "v_new", 2, a->v_cache.shape[2], "v_cache's head dim", err, n));
+    CHECK(qattn__check_tensor(&a->slot_mapping, "slot_mapping", QATTN_DT(QATTN_I32), 1, err, n));
+    CHECK(shape_eq(&a->slot_mapping, "slot_mapping", 0, T, "k_new's token count", err, n));
+    return QATTN_OK;
+}
