@@ -1,0 +1,80 @@
+/*
+ * CPU reference of the KV store (spec section 2, "KV store"): writes new
+ * bf16 tokens into a bf16 / fp8 / int8 cache at the slots of slot_mapping.
+ *
+ * GPU backends must match this bit for bit, so the arithmetic is the spec's
+ * in f32, one operation at a time: amax over the (token, head) row, scale =
+ * amax / fmax in f32 (1 when amax is 0), each element x / scale in f32, then
+ * the fp8 encoder (RNE, satfinite) or, for int8, round-to-nearest-even and a
+ * clamp to [-127, 127].
+ *
+ * Slot -1 is padding and skipped. Any other slot outside [0, N_slots) makes
+ * the call fail with QATTN_ERR_INDEX_OUT_OF_RANGE before anything is written.
+ */
+#include "ref_util.h"
+
+/* Rounds a finite float to the nearest integer, ties to even, by explicit
+ * comparison (independent of the floating-point rounding mode). */
+static float round_half_even_f32(float x) {
+    double lo = floor((double)x);
+    double frac = (double)x - lo;
+    if (frac > 0.5) return (float)(lo + 1.0);
+    if (frac < 0.5) return (float)lo;
+    return (float)(fmod(lo, 2.0) == 0.0 ? lo : lo + 1.0);
+}
+
+static uint8_t encode_i8(float y) {
+    float r = round_half_even_f32(y);
+    if (r > 127.0f) r = 127.0f;
+    if (r < -127.0f) r = -127.0f;
+    return (uint8_t)(int8_t)r;
+}
+
+/* Stores row (t, g) of `src` ([T, H, D] bf16) into `cache` at `slot`. */
+static void store_row(const qattn_tensor *src, const qattn_tensor *cache, const qattn_tensor *scale,
+                      int64_t t, int64_t g, int64_t slot) {
+    const int64_t D = src->shape[2];
+    const qattn_dtype dt = cache->dtype;
+    if (dt == QATTN_BF16) { /* plain copy of the bits */
+        for (int64_t d = 0; d < D; ++d)
+            memcpy(qattn__ref_at(cache, slot, g, d, 0), qattn__ref_at(src, t, g, d, 0), 2);
+        return;
+    }
+    /* amax in f32 (|x| is exact). NaN inputs are ignored by the comparison. */
+    float amax = 0.0f;
+    for (int64_t d = 0; d < D; ++d) {
+        float x = qattn_bf16_to_f32(qattn__ref_u16(qattn__ref_at(src, t, g, d, 0)));
+        if (fabsf(x) > amax) amax = fabsf(x);
+    }
+    const float fmax = dt == QATTN_I8 ? 127.0f : qattn_fp8_max(dt);
+    /* Correctly rounded f32 divisions (FLT_EVAL_METHOD 0 on the targets this
+     * builds for): a GPU backend must divide exactly the same way, not with
+     * an approximate reciprocal, to match these codes bit for bit. */
+    const float s = amax == 0.0f ? 1.0f : amax / fmax;
+    for (int64_t d = 0; d < D; ++d) {
+        float x = qattn_bf16_to_f32(qattn__ref_u16(qattn__ref_at(src, t, g, d, 0)));
+        float y = x / s;
+        uint8_t code = dt == QATTN_I8 ? encode_i8(y) : qattn_f32_to_fp8(y, dt);
+        *(uint8_t *)qattn__ref_at(cache, slot, g, d, 0) = code;
+    }
+    qattn__ref_put_f32(scale, slot, g, 0, 0, s);
+}
+
+qattn_status qattn__ref_kv_store(const qattn_kv_store_args *a) {
+    const int64_t T = a->k_new.shape[0], Hkv = a->k_cache.shape[1];
+    const int64_t n_slots = a->k_cache.shape[0];
+
+    for (int64_t t = 0; t < T; ++t) {
+        int64_t slot = qattn__ref_i32(&a->slot_mapping, t);
+        if (slot != -1 && (slot < 0 || slot >= n_slots)) return QATTN_ERR_INDEX_OUT_OF_RANGE;
+    }
+    for (int64_t t = 0; t < T; ++t) {
+        int64_t slot = qattn__ref_i32(&a->slot_mapping, t);
+        if (slot == -1) continue;
+        for (int64_t g = 0; g < Hkv; ++g) {
+            store_row(&a->k_new, &a->k_cache, &a->k_scale, t, g, slot);
+            store_row(&a->v_new, &a->v_cache, &a->v_scale, t, g, slot);
+        }
+    }
+    return QATTN_OK;
+}
