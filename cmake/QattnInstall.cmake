@@ -34,6 +34,8 @@ function(qattn_pkgconfig name lib requires desc)
   set(QATTN_PC_REQUIRES ${requires})
   set(QATTN_PC_DESC ${desc})
   set(QATTN_PC_LIBS_PRIVATE "")
+  # Relocatable: the prefix is found from the .pc file's own location.
+  file(RELATIVE_PATH QATTN_PC_RELPREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
   if(name STREQUAL "qattn-core")
     set(QATTN_PC_LIBS_PRIVATE "-lm")
   endif()

@@ -1,0 +1,44 @@
+/* Shared pieces of qattn-bench: results, timing, host->device helpers. */
+#ifndef QATTN_BENCH_H
+#define QATTN_BENCH_H
+
+#include <stddef.h>
+
+#include "presets.h"
+#include "qattn/qattn.h"
+
+typedef struct bench_config {
+    int warmup, iters;
+    unsigned long long seed;
+} bench_config;
+
+typedef struct bench_result {
+    char variant[32];
+    int splits;
+    double *samples_us;    /* every timed sample, in run order (kept for A/B) */
+    int n_samples;
+    double median_us, min_us, max_us;
+    double bytes;          /* bytes moved per call (see docs/perf.md) */
+    double flops;          /* useful flops per call (0: not a compute op) */
+    int verified;          /* 1: sampled outputs matched the cpu reference */
+    double worst_ratio;    /* worst |err| / tolerance among checked values */
+    char timer[16];        /* "device" or "host" */
+    char error[256];       /* non-empty: the preset failed to run */
+} bench_result;
+
+/* A launch the timing loop repeats; returns a status. */
+typedef qattn_status (*bench_launch_fn)(void *arg);
+
+/* Runs warmup + iters launches, reading the backend's timer after each. */
+int bench_time(qattn_context *ctx, bench_launch_fn fn, void *arg, const bench_config *cfg,
+               bench_result *res);
+
+/* Allocates a buffer on ctx holding `bytes` from host (poison 0xFF if NULL). */
+qattn_buffer *bench_upload(qattn_context *ctx, const void *host, size_t bytes, bench_result *res);
+
+int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *cfg, bench_result *res);
+int bench_kv_store(qattn_context *ctx, const bench_preset *p, const bench_config *cfg, bench_result *res);
+int bench_mqa_logits(qattn_context *ctx, const bench_preset *p, const bench_config *cfg,
+                     bench_result *res);
+
+#endif

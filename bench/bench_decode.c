@@ -1,0 +1,183 @@
+/* Decode attention preset: a paged cache of `keys` tokens per request,
+ * random pages, fp8/int8/bf16 codes with per-token-head scales. Verifies the
+ * first and last request against the cpu reference, then times the plan. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "test_rng.h"
+#include "tolerance.h"
+
+typedef struct decode_launch {
+    qattn_context *ctx;
+    qattn_decode_plan plan;
+    qattn_decode_args args;
+    qattn_buffer *ws;
+} decode_launch;
+
+static qattn_status launch(void *p) {
+    decode_launch *l = p;
+    return qattn_decode_run(l->ctx, &l->plan, &l->args, l->ws, 0);
+}
+
+/* Reference output of requests `reqs` on the cpu backend, over the same
+ * host cache (wrapped, not copied). */
+static int reference(const decode_launch *l, const void *q, const void *kc, const void *vc,
+                     const float *ks, const float *vs, const int32_t *pages, int pages_per_req,
+                     const int *reqs, int nreq, uint16_t *o_ref, size_t kv_bytes, size_t n_slots) {
+    const qattn_decode_args *a = &l->args;
+    const int R = (int)a->q.shape[1], Hq = (int)a->q.shape[2], D = (int)a->q.shape[3];
+    qattn_context *cpu = NULL;
+    char err[256];
+    if (qattn_context_create(qattn_backend_cpu(), NULL, &cpu, err, sizeof err) != QATTN_OK) return -1;
+    size_t qrow = (size_t)R * Hq * D;
+    uint16_t *qs = malloc(nreq * qrow * 2);
+    int32_t *ip = malloc((nreq + 1) * 4), *ln = malloc(nreq * 4),
+            *pg = malloc((size_t)nreq * pages_per_req * 4);
+    ip[0] = 0;
+    for (int i = 0; i < nreq; ++i) {
+        memcpy(qs + i * qrow, (const uint16_t *)q + (size_t)reqs[i] * qrow, qrow * 2);
+        memcpy(pg + (size_t)i * pages_per_req, pages + (size_t)reqs[i] * pages_per_req,
+               (size_t)pages_per_req * 4);
+        ip[i + 1] = (i + 1) * pages_per_req;
+        ln[i] = a->max_kv_len;
+    }
+    qattn_decode_args r = *a;
+    qattn_buffer *bq, *bkc, *bvc, *bks = NULL, *bvs = NULL, *bip, *bln, *bpg, *bo;
+    qattn_buffer_wrap(cpu, qs, nreq * qrow * 2, &bq);
+    qattn_buffer_wrap(cpu, (void *)kc, kv_bytes, &bkc);
+    qattn_buffer_wrap(cpu, (void *)vc, kv_bytes, &bvc);
+    if (ks) {
+        qattn_buffer_wrap(cpu, (void *)ks, n_slots * a->k_cache.shape[1] * 4, &bks);
+        qattn_buffer_wrap(cpu, (void *)vs, n_slots * a->k_cache.shape[1] * 4, &bvs);
+    }
+    qattn_buffer_wrap(cpu, ip, (nreq + 1) * 4, &bip);
+    qattn_buffer_wrap(cpu, ln, nreq * 4, &bln);
+    qattn_buffer_wrap(cpu, pg, (size_t)nreq * pages_per_req * 4, &bpg);
+    qattn_buffer_wrap(cpu, o_ref, nreq * qrow * 2, &bo);
+    r.q = qattn_tensor_contiguous(bq, 0, QATTN_BF16, 4, (int64_t[]){nreq, R, Hq, D});
+    r.k_cache.buffer = bkc;
+    r.v_cache.buffer = bvc;
+    r.k_scale.buffer = bks;
+    r.v_scale.buffer = bvs;
+    r.kv_indptr = qattn_tensor_contiguous(bip, 0, QATTN_I32, 1, (int64_t[]){nreq + 1});
+    r.kv_lens = qattn_tensor_contiguous(bln, 0, QATTN_I32, 1, (int64_t[]){nreq});
+    r.kv_indices = qattn_tensor_contiguous(bpg, 0, QATTN_I32, 1, (int64_t[]){(int64_t)nreq * pages_per_req});
+    r.o = qattn_tensor_contiguous(bo, 0, QATTN_BF16, 4, (int64_t[]){nreq, R, Hq, D});
+    r.lse.buffer = NULL;
+    qattn_decode_plan plan;
+    int rc = (qattn_decode_plan_create(cpu, &r, NULL, &plan) == QATTN_OK &&
+              qattn_decode_run(cpu, &plan, &r, NULL, 0) == QATTN_OK) ? 0 : -1;
+    qattn_buffer *all[] = {bq, bkc, bvc, bks, bvs, bip, bln, bpg, bo};
+    for (int i = 0; i < 9; ++i) qattn_buffer_free(cpu, all[i]);
+    qattn_context_free(cpu);
+    free(qs); free(ip); free(ln); free(pg);
+    return rc;
+}
+
+int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *cfg, bench_result *res) {
+    const int B = p->batch, R = p->rows, Hq = p->q_heads, Hkv = p->kv_heads, D = p->head_dim;
+    const int L = p->keys, P = p->page_size, ppr = (L + P - 1) / P;
+    const size_t n_slots = (size_t)B * ppr * P, es = qattn_dtype_size(p->kv_dtype);
+    const size_t kv_bytes = n_slots * Hkv * D * es, qn = (size_t)B * R * Hq * D;
+    const int scaled = p->kv_dtype != QATTN_BF16;
+    qt_rng rng = qt_rng_for(p->name);
+    rng.state ^= cfg->seed;
+    uint16_t *q = malloc(qn * 2), *o = malloc(qn * 2);
+    void *kc = malloc(kv_bytes), *vc = malloc(kv_bytes);
+    float *ks = scaled ? malloc(n_slots * Hkv * 4) : NULL, *vs = scaled ? malloc(n_slots * Hkv * 4) : NULL;
+    int32_t *pages = malloc((size_t)B * ppr * 4), *indptr = malloc((B + 1) * 4), *lens = malloc(B * 4);
+    qt_fill_bf16(&rng, q, qn, 1.0f);
+    size_t nkv = n_slots * Hkv * D;
+    if (p->kv_dtype == QATTN_BF16) {
+        qt_fill_bf16(&rng, kc, nkv, 1.0f);
+        qt_fill_bf16(&rng, vc, nkv, 1.0f);
+    } else if (p->kv_dtype == QATTN_I8) {
+        qt_fill_i8(&rng, kc, nkv);
+        qt_fill_i8(&rng, vc, nkv);
+    } else {
+        qt_fill_fp8(&rng, kc, nkv, p->kv_dtype, 8.0f);
+        qt_fill_fp8(&rng, vc, nkv, p->kv_dtype, 8.0f);
+    }
+    if (scaled) {
+        float amp = p->kv_dtype == QATTN_I8 ? 0.01f : 0.1f;
+        qt_fill_f32_pos(&rng, ks, n_slots * Hkv, 0.5f * amp, amp);
+        qt_fill_f32_pos(&rng, vs, n_slots * Hkv, 0.5f * amp, amp);
+    }
+    for (int i = 0; i < B * ppr; ++i) pages[i] = i;
+    qt_shuffle_i32(&rng, pages, (size_t)B * ppr);
+    for (int b = 0; b <= B; ++b) indptr[b] = b * ppr;
+    for (int b = 0; b < B; ++b) lens[b] = L;
+
+    decode_launch l = {.ctx = ctx};
+    qattn_decode_args *a = &l.args;
+    qattn_buffer *bufs[10] = {0};
+    int rc = -1;
+    qattn_dtype kd = p->kv_dtype;
+    if (!(bufs[0] = bench_upload(ctx, q, qn * 2, res)) || !(bufs[1] = bench_upload(ctx, kc, kv_bytes, res)) ||
+        !(bufs[2] = bench_upload(ctx, vc, kv_bytes, res)) ||
+        (scaled && !(bufs[3] = bench_upload(ctx, ks, n_slots * Hkv * 4, res))) ||
+        (scaled && !(bufs[4] = bench_upload(ctx, vs, n_slots * Hkv * 4, res))) ||
+        !(bufs[5] = bench_upload(ctx, indptr, (B + 1) * 4, res)) ||
+        !(bufs[6] = bench_upload(ctx, pages, (size_t)B * ppr * 4, res)) ||
+        !(bufs[7] = bench_upload(ctx, lens, B * 4, res)) || !(bufs[8] = bench_upload(ctx, NULL, qn * 2, res)))
+        goto done;
+    a->q = qattn_tensor_contiguous(bufs[0], 0, QATTN_BF16, 4, (int64_t[]){B, R, Hq, D});
+    a->k_cache = qattn_tensor_contiguous(bufs[1], 0, kd, 3, (int64_t[]){(int64_t)n_slots, Hkv, D});
+    a->v_cache = qattn_tensor_contiguous(bufs[2], 0, kd, 3, (int64_t[]){(int64_t)n_slots, Hkv, D});
+    if (scaled) {
+        a->k_scale = qattn_tensor_contiguous(bufs[3], 0, QATTN_F32, 2, (int64_t[]){(int64_t)n_slots, Hkv});
+        a->v_scale = qattn_tensor_contiguous(bufs[4], 0, QATTN_F32, 2, (int64_t[]){(int64_t)n_slots, Hkv});
+    }
+    a->kv_indptr = qattn_tensor_contiguous(bufs[5], 0, QATTN_I32, 1, (int64_t[]){B + 1});
+    a->kv_indices = qattn_tensor_contiguous(bufs[6], 0, QATTN_I32, 1, (int64_t[]){(int64_t)B * ppr});
+    a->kv_lens = qattn_tensor_contiguous(bufs[7], 0, QATTN_I32, 1, (int64_t[]){B});
+    a->o = qattn_tensor_contiguous(bufs[8], 0, QATTN_BF16, 4, (int64_t[]){B, R, Hq, D});
+    a->page_size = P;
+    a->max_kv_len = L;
+    a->sm_scale = 1.0f / sqrtf((float)D);
+    a->window_left = -1;
+    if (qattn_decode_plan_create(ctx, a, NULL, &l.plan) != QATTN_OK) {
+        snprintf(res->error, sizeof res->error, "plan: %s", qattn_last_error(ctx));
+        goto done;
+    }
+    snprintf(res->variant, sizeof res->variant, "%s", qattn_decode_variant_name(l.plan.variant));
+    res->splits = l.plan.num_splits;
+    if (l.plan.workspace_bytes && !(bufs[9] = l.ws = bench_upload(ctx, NULL, l.plan.workspace_bytes, res)))
+        goto done;
+    if (launch(&l) != QATTN_OK ||
+        qattn_buffer_download(ctx, bufs[8], 0, o, qn * 2) != QATTN_OK) {
+        snprintf(res->error, sizeof res->error, "run: %s", qattn_last_error(ctx));
+        goto done;
+    }
+    /* Verify requests 0 and B-1 against the reference. */
+    int reqs[2] = {0, B - 1}, nreq = B > 1 ? 2 : 1;
+    size_t qrow = (size_t)R * Hq * D;
+    uint16_t *oref = malloc(nreq * qrow * 2);
+    if (reference(&l, q, kc, vc, ks, vs, pages, ppr, reqs, nreq, oref, kv_bytes, n_slots) != 0) {
+        snprintf(res->error, sizeof res->error, "reference failed");
+        free(oref);
+        goto done;
+    }
+    res->verified = 1;
+    res->worst_ratio = 0;
+    for (int i = 0; i < nreq; ++i)
+        for (size_t e = 0; e < qrow; ++e) {
+            double got = qattn_bf16_to_f32(o[(size_t)reqs[i] * qrow + e]);
+            double ref = qattn_bf16_to_f32(oref[(size_t)i * qrow + e]);
+            double ratio = fabs(got - ref) / qt_tol_decode_o_bound(ref);
+            if (!qt_tol_decode_o(got, ref)) res->verified = 0;
+            if (ratio > res->worst_ratio || isnan(ratio)) res->worst_ratio = ratio;
+        }
+    free(oref);
+    /* Bytes: K + V (+ scales) of every visible key read once, q read, o written. */
+    res->bytes = (double)B * L * Hkv * (2.0 * D * es + (scaled ? 8.0 : 0.0)) + 4.0 * qn;
+    res->flops = 4.0 * B * R * Hq * (double)L * D;
+    rc = bench_time(ctx, launch, &l, cfg, res);
+done:
+    for (int i = 0; i < 10; ++i) qattn_buffer_free(ctx, bufs[i]);
+    free(q); free(o); free(kc); free(vc); free(ks); free(vs); free(pages); free(indptr); free(lens);
+    return rc;
+}

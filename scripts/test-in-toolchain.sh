@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Body of scripts/test.sh; expects the project's toolchain on PATH.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+full=0
+[ "${1:-}" = --full ] && full=1
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# Only lavapipe: CI has no GPU, and a developer's GPU must not change what
+# the default suite means. The parity tests enable the validation layer.
+lvp=$(ls /usr/share/vulkan/icd.d/lvp_icd*.json 2>/dev/null | head -1 || true)
+[ -n "$lvp" ] && export VK_DRIVER_FILES=$lvp VK_ICD_FILENAMES=$lvp
+
+echo "== build (release, every backend this toolchain can build)"
+mkdir -p build
+cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >build/test.configure.log 2>&1 \
+  || { cat build/test.configure.log; exit 1; }
+grep -E '^-- qattn' build/test.configure.log || true
+cmake --build build/test -j "$jobs"
+
+echo "== tests"
+labels_excluded='full'
+[ $full = 1 ] && labels_excluded='^$'
+ctest --test-dir build/test --output-on-failure -j "$jobs" -LE "$labels_excluded"
+
+echo "== core and cpu-backend tests under -fsanitize=address,undefined"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DQATTN_SANITIZE=ON \
+  -DQATTN_VULKAN=OFF -DQATTN_HIP=OFF -DQATTN_BUILD_BENCH=OFF >/dev/null
+cmake --build build/asan -j "$jobs"
+# halt_on_error + -fno-sanitize-recover: any report fails its test.
+ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1 \
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --test-dir build/asan --output-on-failure -j "$jobs" -L 'core|ref' -LE 'full|consumer'

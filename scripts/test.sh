@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, set-up included: what .ci/run executes and what a
+# developer runs. On a host without the toolchain (Debian 12) it builds or
+# reuses the cached Debian 13 root (scripts/toolchain.sh) and runs inside it.
+#
+#   scripts/test.sh            default suite (core, reference, planners,
+#                              Vulkan on lavapipe with validation, HIP code
+#                              objects, install + consumer), then the core and
+#                              cpu-backend tests again under ASan/UBSan
+#   scripts/test.sh --full     also the large sweeps (ctest label "full")
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+exec scripts/toolchain.sh scripts/test-in-toolchain.sh "$@"
