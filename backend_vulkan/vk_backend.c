@@ -1,0 +1,59 @@
+/* The Vulkan backend's iface table: what qattn_core calls. */
+#include "vk_internal.h"
+
+static const char *vk_last_message(void *be) {
+    const qattn_vk *vk = (const qattn_vk *)be;
+    return vk && vk->message[0] ? vk->message : NULL;
+}
+
+static int vk_supports_op(void *be, qattn_op op, const void *plan) {
+    qattn_vk *vk = (qattn_vk *)be;
+    (void)vk;
+    switch (op) {
+    case QATTN_OP_DECODE:
+#ifdef QATTN_VK_HAVE_DECODE
+        return qattn_vk_decode_supports(vk, (const qattn_decode_plan *)plan);
+#else
+        return 0;
+#endif
+    case QATTN_OP_KV_STORE:
+        return 1;
+    case QATTN_OP_MQA_LOGITS:
+#ifdef QATTN_VK_HAVE_MQA
+        return qattn_vk_mqa_supports(vk, (const qattn_mqa_logits_plan *)plan);
+#else
+        return 0;
+#endif
+    }
+    return 0;
+}
+
+static const qattn_backend_iface VULKAN_IFACE = {
+    .name = "vulkan",
+    .abi_version = QATTN_BACKEND_ABI,
+    .create = qattn_vk_create,
+    .destroy = qattn_vk_destroy,
+    .get_caps = qattn_vk_get_caps,
+    .buffer_alloc = qattn_vk_buffer_alloc,
+    .buffer_free = qattn_vk_buffer_free,
+    .buffer_upload = qattn_vk_buffer_upload,
+    .buffer_download = qattn_vk_buffer_download,
+    .buffer_wrap = qattn_vk_buffer_wrap,
+    .supports_op = vk_supports_op,
+#ifdef QATTN_VK_HAVE_DECODE
+    .decode = qattn_vk_decode,
+#else
+    .decode = NULL,
+#endif
+    .kv_store = qattn_vk_kv_store,
+#ifdef QATTN_VK_HAVE_MQA
+    .mqa_logits = qattn_vk_mqa_logits,
+#else
+    .mqa_logits = NULL, /* vk_mqa_logits.c not in this build: op unsupported */
+#endif
+    .synchronize = qattn_vk_synchronize,
+    .last_op_time_ms = qattn_vk_last_op_time_ms,
+    .last_message = vk_last_message,
+};
+
+const qattn_backend_iface *qattn_backend_vulkan(void) { return &VULKAN_IFACE; }

@@ -1,0 +1,223 @@
+/* Device buffers (device-local storage buffers reached by device address)
+ * and host transfers through a staging buffer. Transfers complete before the
+ * call returns. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+/* Largest staging buffer: bigger transfers go in chunks of this size. */
+#define STAGING_MAX (64ull << 20)
+
+static const VkBufferUsageFlags DEVICE_USAGE =
+    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+    VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+
+/* Creates a buffer bound to fresh memory of type `mem_type`. */
+static qattn_status make_buffer(qattn_vk *vk, uint64_t bytes, VkBufferUsageFlags usage,
+                                uint32_t mem_type, int device_address, VkBuffer *buf,
+                                VkDeviceMemory *mem) {
+    VkBufferCreateInfo bci = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bci.size = bytes;
+    bci.usage = usage;
+    bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    VkResult r = vk->vkd.vkCreateBuffer(vk->device, &bci, NULL, buf);
+    if (r != VK_SUCCESS) return qattn_vk_check(vk, r, "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vk->vkd.vkGetBufferMemoryRequirements(vk->device, *buf, &req);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(vk->phys, &mp);
+    uint32_t type = mem_type;
+    if (!(req.memoryTypeBits & (1u << type))) {
+        /* The preferred type cannot hold this buffer: take one with the same
+         * property flags that can. */
+        VkMemoryPropertyFlags want = mp.memoryTypes[mem_type].propertyFlags;
+        type = UINT32_MAX;
+        for (uint32_t i = 0; i < mp.memoryTypeCount && type == UINT32_MAX; ++i)
+            if ((req.memoryTypeBits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want)
+                type = i;
+        if (type == UINT32_MAX) {
+            vk->vkd.vkDestroyBuffer(vk->device, *buf, NULL);
+            *buf = VK_NULL_HANDLE;
+            return qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: no memory type fits the buffer");
+        }
+    }
+    VkMemoryAllocateFlagsInfo flags = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    VkMemoryAllocateInfo ai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.pNext = device_address ? &flags : NULL;
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = type;
+    r = vk->vkd.vkAllocateMemory(vk->device, &ai, NULL, mem);
+    if (r == VK_SUCCESS) r = vk->vkd.vkBindBufferMemory(vk->device, *buf, *mem, 0);
+    if (r != VK_SUCCESS) {
+        vk->vkd.vkDestroyBuffer(vk->device, *buf, NULL);
+        if (*mem) vk->vkd.vkFreeMemory(vk->device, *mem, NULL);
+        *buf = VK_NULL_HANDLE;
+        *mem = VK_NULL_HANDLE;
+        return qattn_vk_check(vk, r, "vkAllocateMemory");
+    }
+    return QATTN_OK;
+}
+
+static VkDeviceAddress address_of(qattn_vk *vk, VkBuffer b) {
+    VkBufferDeviceAddressInfo info = {VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+    info.buffer = b;
+    return vk->vkd.vkGetBufferDeviceAddress(vk->device, &info);
+}
+
+qattn_status qattn_vk_buffer_alloc(void *be, uint64_t bytes, void **handle) {
+    qattn_vk *vk = (qattn_vk *)be;
+    *handle = NULL;
+    qattn_vk_buffer *b = calloc(1, sizeof *b);
+    if (!b) return qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
+    qattn_status s = make_buffer(vk, bytes, DEVICE_USAGE, vk->mem_device, 1, &b->buffer, &b->memory);
+    if (s != QATTN_OK) {
+        free(b);
+        return s;
+    }
+    b->bytes = bytes;
+    b->address = address_of(vk, b->buffer);
+    if ((s = qattn_vk_check_messages(vk, "qattn_buffer_alloc")) != QATTN_OK) {
+        qattn_vk_buffer_free(vk, b);
+        return s;
+    }
+    *handle = b;
+    return QATTN_OK;
+}
+
+qattn_status qattn_vk_buffer_wrap(void *be, void *native, uint64_t bytes, void **handle) {
+    qattn_vk *vk = (qattn_vk *)be;
+    *handle = NULL;
+    if (!native) return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "native: NULL (want a VkBuffer *)");
+    VkBuffer vb = *(const VkBuffer *)native;
+    if (vb == VK_NULL_HANDLE)
+        return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "native: points to VK_NULL_HANDLE");
+    qattn_vk_buffer *b = calloc(1, sizeof *b);
+    if (!b) return qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
+    b->buffer = vb;
+    b->bytes = bytes;
+    b->wrapped = 1;
+    b->address = address_of(vk, vb);
+    if (b->address == 0) {
+        free(b);
+        return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                             "native: the VkBuffer has no device address (create it with "
+                             "VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT)");
+    }
+    qattn_status s = qattn_vk_check_messages(vk, "qattn_buffer_wrap");
+    if (s != QATTN_OK) {
+        free(b);
+        return s;
+    }
+    *handle = b;
+    return QATTN_OK;
+}
+
+void qattn_vk_buffer_free(void *be, void *handle) {
+    qattn_vk *vk = (qattn_vk *)be;
+    qattn_vk_buffer *b = (qattn_vk_buffer *)handle;
+    if (!b) return;
+    if (!b->wrapped) {
+        /* The buffer may still be read by submitted work only if the caller
+         * frees it mid-op; ops wait before returning, so it is idle here. */
+        if (b->buffer) vk->vkd.vkDestroyBuffer(vk->device, b->buffer, NULL);
+        if (b->memory) vk->vkd.vkFreeMemory(vk->device, b->memory, NULL);
+    }
+    free(b);
+}
+
+/* Makes the staging buffer at least `bytes` (<= STAGING_MAX) large. */
+static qattn_status ensure_staging(qattn_vk *vk, uint64_t bytes) {
+    if (vk->staging_bytes >= bytes) return QATTN_OK;
+    if (vk->staging) {
+        vk->vkd.vkDestroyBuffer(vk->device, vk->staging, NULL);
+        vk->vkd.vkFreeMemory(vk->device, vk->staging_mem, NULL);
+        vk->staging = VK_NULL_HANDLE;
+        vk->staging_mem = VK_NULL_HANDLE;
+        vk->staging_map = NULL;
+        vk->staging_bytes = 0;
+    }
+    uint64_t want = 1ull << 20;
+    while (want < bytes) want <<= 1;
+    qattn_status s = make_buffer(vk, want, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                 vk->mem_staging, 0, &vk->staging, &vk->staging_mem);
+    if (s != QATTN_OK) return s;
+    VkResult r = vk->vkd.vkMapMemory(vk->device, vk->staging_mem, 0, VK_WHOLE_SIZE, 0, &vk->staging_map);
+    if (r != VK_SUCCESS) return qattn_vk_check(vk, r, "vkMapMemory(staging)");
+    vk->staging_bytes = want;
+    return QATTN_OK;
+}
+
+/* Copies between the staging buffer and buf; to_device selects direction. */
+static qattn_status copy_chunk(qattn_vk *vk, qattn_vk_buffer *buf, uint64_t offset, uint64_t bytes,
+                               int to_device) {
+    VkCommandBufferBeginInfo bi = {VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    VkResult r = vk->vkd.vkResetCommandBuffer(vk->cmd, 0);
+    if (r == VK_SUCCESS) r = vk->vkd.vkBeginCommandBuffer(vk->cmd, &bi);
+    if (r != VK_SUCCESS) return qattn_vk_check(vk, r, "vkBeginCommandBuffer(transfer)");
+    /* Earlier shader writes (ops) must land before a download reads them and
+     * before an upload overwrites what they read. */
+    VkMemoryBarrier mb = {VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
+    mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    vk->vkd.vkCmdPipelineBarrier(vk->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                 VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    VkBufferCopy region;
+    region.size = bytes;
+    if (to_device) {
+        region.srcOffset = 0;
+        region.dstOffset = offset;
+        vk->vkd.vkCmdCopyBuffer(vk->cmd, vk->staging, buf->buffer, 1, &region);
+    } else {
+        region.srcOffset = offset;
+        region.dstOffset = 0;
+        vk->vkd.vkCmdCopyBuffer(vk->cmd, buf->buffer, vk->staging, 1, &region);
+    }
+    VkMemoryBarrier mb2 = {VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb2.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb2.dstAccessMask = to_device ? (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT)
+                                  : VK_ACCESS_HOST_READ_BIT;
+    vk->vkd.vkCmdPipelineBarrier(vk->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                 to_device ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+                                           : VK_PIPELINE_STAGE_HOST_BIT,
+                                 0, 1, &mb2, 0, NULL, 0, NULL);
+    r = vk->vkd.vkEndCommandBuffer(vk->cmd);
+    if (r != VK_SUCCESS) return qattn_vk_check(vk, r, "vkEndCommandBuffer(transfer)");
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &vk->cmd;
+    r = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
+    if (r == VK_SUCCESS) r = vk->vkd.vkQueueSubmit(vk->queue, 1, &si, vk->fence);
+    if (r == VK_SUCCESS) r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+    return r == VK_SUCCESS ? QATTN_OK : qattn_vk_check(vk, r, "transfer submit");
+}
+
+static qattn_status transfer(qattn_vk *vk, qattn_vk_buffer *buf, uint64_t offset, void *host,
+                             uint64_t bytes, int to_device, const char *what) {
+    if (vk->recording) return qattn_vk_fail(vk, QATTN_ERR_DEVICE, "%s: an op is being recorded", what);
+    if (bytes == 0) return QATTN_OK;
+    uint64_t chunk = bytes < STAGING_MAX ? bytes : STAGING_MAX;
+    qattn_status s = ensure_staging(vk, chunk);
+    if (s != QATTN_OK) return s;
+    for (uint64_t done = 0; done < bytes; done += chunk) {
+        uint64_t n = bytes - done < chunk ? bytes - done : chunk;
+        if (to_device) memcpy(vk->staging_map, (const char *)host + done, (size_t)n);
+        if ((s = copy_chunk(vk, buf, offset + done, n, to_device)) != QATTN_OK) return s;
+        if (!to_device) memcpy((char *)host + done, vk->staging_map, (size_t)n);
+    }
+    return qattn_vk_check_messages(vk, what);
+}
+
+qattn_status qattn_vk_buffer_upload(void *be, void *handle, uint64_t offset, const void *src,
+                                    uint64_t bytes) {
+    return transfer((qattn_vk *)be, (qattn_vk_buffer *)handle, offset, (void *)src, bytes, 1,
+                    "qattn_buffer_upload");
+}
+
+qattn_status qattn_vk_buffer_download(void *be, void *handle, uint64_t offset, void *dst,
+                                      uint64_t bytes) {
+    return transfer((qattn_vk *)be, (qattn_vk_buffer *)handle, offset, dst, bytes, 0,
+                    "qattn_buffer_download");
+}

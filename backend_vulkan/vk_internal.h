@@ -1,0 +1,206 @@
+/*
+ * Internals of the Vulkan backend shared by its source files (and by op
+ * files such as vk_mqa_logits.c). Not installed.
+ *
+ * How an op runs on this backend
+ *   1. Get pipelines:   qattn_vk_pipeline(vk, "decode_generic_fp8fn", spec, n, push_bytes, 0, &p)
+ *      Pipelines are created on first use from the embedded SPIR-V (see
+ *      shaders/CMakeLists.txt: the name is the qattn_shader() NAME) and cached
+ *      per (shader name, specialization constants, required subgroup size).
+ *   2. Record:          qattn_vk_begin(vk);
+ *                       qattn_vk_dispatch(vk, p, &push, sizeof push, gx, gy, gz);
+ *                       qattn_vk_barrier(vk);          // between dependent launches
+ *                       qattn_vk_dispatch(...);
+ *   3. Submit and wait: s = qattn_vk_submit(vk);  // times the op, checks validation
+ *      On an error between begin and submit call qattn_vk_abandon(vk).
+ *
+ * Buffers are reached by device address (Vulkan 1.3 bufferDeviceAddress):
+ * no descriptor sets. A kernel's push constants carry the 64-bit addresses
+ * of its tensors (qattn_vk_addr(&tensor) = buffer address + byte offset)
+ * plus strides and scalars. In GLSL declare them with GL_EXT_buffer_reference
+ * (see shaders/common.glsl). Push blocks may use up to
+ * QATTN_VK_PUSH_BYTES bytes.
+ *
+ * Every function returns a status and never prints; failures store their
+ * text with qattn_vk_fail() so the iface's last_message slot can hand it to
+ * the core. Validation-layer messages are collected by a debug-utils
+ * messenger; qattn_vk_submit (and qattn_vk_check_messages) turn them into
+ * QATTN_ERR_DEVICE.
+ */
+#ifndef QATTN_VK_INTERNAL_H
+#define QATTN_VK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <volk.h>
+
+#include "qattn/backend.h"
+#include "qattn/vulkan.h"
+
+/* Push-constant bytes every kernel may use. Vulkan guarantees only 128; the
+ * backend refuses devices with less than this (all desktop GPUs, RADV,
+ * NVIDIA and lavapipe offer 256). */
+#define QATTN_VK_PUSH_BYTES 256u
+/* Specialization constants per pipeline (constant_id 0..N-1). */
+#define QATTN_VK_MAX_SPEC 24
+#define QATTN_VK_MESSAGE_BYTES 2048
+
+/* A buffer: what qattn_buffer.handle points to on this backend. */
+typedef struct qattn_vk_buffer {
+    VkBuffer buffer;
+    VkDeviceMemory memory;   /* VK_NULL_HANDLE for a wrapped buffer */
+    VkDeviceAddress address; /* of byte 0 */
+    uint64_t bytes;
+    int wrapped;
+} qattn_vk_buffer;
+
+/* One cached pipeline. */
+typedef struct qattn_vk_pipeline_entry {
+    const char *shader;              /* points into the embedded table */
+    uint32_t n_spec;
+    uint32_t spec[QATTN_VK_MAX_SPEC];
+    uint32_t subgroup_size;          /* 0 = not pinned */
+    VkPipeline pipeline;
+} qattn_vk_pipeline_entry;
+
+/* The backend instance ("be" in backend.h). One per qattn_context. */
+typedef struct qattn_vk {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger; /* only with debug_validation */
+    VkPhysicalDevice phys;
+    VkDevice device;
+    struct VolkDeviceTable vkd;               /* device-level entry points */
+    VkQueue queue;
+    uint32_t queue_family;
+
+    VkPhysicalDeviceProperties props;
+    uint32_t mem_device;                /* memory type index: device-local */
+    uint32_t mem_staging;               /* host-visible | host-coherent */
+    int has_coopmat;                    /* VK_KHR_cooperative_matrix enabled */
+    int has_subgroup_size_control;      /* requiredSubgroupSizeStages has compute */
+    qattn_device_caps caps;
+
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    int recording;                      /* between qattn_vk_begin and submit */
+
+    VkQueryPool timestamps;             /* 2 queries: op start, op end */
+    double timestamp_period_ns;         /* 0 = no timer */
+    uint64_t timestamp_mask;
+    double last_op_ms;
+    int have_last_op;
+
+    /* Staging memory for uploads/downloads, grown on demand. */
+    VkBuffer staging;
+    VkDeviceMemory staging_mem;
+    void *staging_map;
+    uint64_t staging_bytes;
+
+    VkPipelineLayout layout;            /* push constants only */
+    qattn_vk_pipeline_entry *pipelines;
+    int n_pipelines, cap_pipelines;
+
+    int debug_validation;
+    int n_messages;                     /* unreported validation messages */
+    char messages[QATTN_VK_MESSAGE_BYTES]; /* their text, newest appended */
+    char message[QATTN_VK_MESSAGE_BYTES];  /* text of the last failure */
+} qattn_vk;
+
+/* ---- errors ------------------------------------------------------------ */
+/* Stores a formatted failure text (read through the iface's last_message)
+ * and returns s. */
+qattn_status qattn_vk_fail(qattn_vk *vk, qattn_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Maps a VkResult to a status, storing "what: VK_ERROR_..." as the text. */
+qattn_status qattn_vk_check(qattn_vk *vk, VkResult r, const char *what);
+/* QATTN_ERR_DEVICE with the collected validation messages when any arrived
+ * since the last check (and clears them); QATTN_OK otherwise. */
+qattn_status qattn_vk_check_messages(qattn_vk *vk, const char *what);
+const char *qattn_vk_result_name(VkResult r);
+
+/* ---- device (vk_device.c) ---------------------------------------------- */
+qattn_status qattn_vk_create(const qattn_context_options *options, void **be, char *err,
+                             size_t err_size);
+void qattn_vk_destroy(void *be);
+qattn_status qattn_vk_get_caps(void *be, qattn_device_caps *caps);
+
+/* ---- buffers (vk_buffer.c) --------------------------------------------- */
+qattn_status qattn_vk_buffer_alloc(void *be, uint64_t bytes, void **handle);
+void qattn_vk_buffer_free(void *be, void *handle);
+qattn_status qattn_vk_buffer_upload(void *be, void *handle, uint64_t offset, const void *src,
+                                    uint64_t bytes);
+qattn_status qattn_vk_buffer_download(void *be, void *handle, uint64_t offset, void *dst,
+                                      uint64_t bytes);
+qattn_status qattn_vk_buffer_wrap(void *be, void *native, uint64_t bytes, void **handle);
+/* Device address of element 0 of t; 0 when t is absent (buffer NULL). */
+static inline VkDeviceAddress qattn_vk_addr(const qattn_tensor *t) {
+    if (!t || !t->buffer) return 0;
+    const qattn_vk_buffer *b = (const qattn_vk_buffer *)t->buffer->handle;
+    return b->address + t->offset;
+}
+/* Stride of dimension `dim` in elements as the int32 kernels use; 0 where
+ * the dimension has extent 1 (its stride is never multiplied by more than 0,
+ * and may be any value). The core has checked every tensor spans < 2^31
+ * elements, so other strides fit. */
+static inline int32_t qattn_vk_stride(const qattn_tensor *t, int dim) {
+    if (!t || !t->buffer || t->shape[dim] <= 1) return 0;
+    return (int32_t)t->strides[dim];
+}
+/* Device address of byte `offset` of a workspace range; 0 when none. */
+static inline VkDeviceAddress qattn_vk_ws_addr(const qattn_workspace *ws, uint64_t offset) {
+    if (!ws || !ws->buffer) return 0;
+    const qattn_vk_buffer *b = (const qattn_vk_buffer *)ws->buffer->handle;
+    return b->address + ws->offset + offset;
+}
+
+/* ---- pipelines (vk_pipeline.c) ----------------------------------------- */
+/* The compute pipeline of embedded shader `shader` with specialization
+ * constants spec[0..n_spec) as constant_id 0..n_spec-1 (uint32 each; pass
+ * floats through their bits), created on first use and cached.
+ * `push_bytes` is the size of the shader's push block (<= QATTN_VK_PUSH_BYTES).
+ * `subgroup_size` != 0 pins the subgroup size (requires
+ * QATTN_FEAT_SUBGROUP_SIZE_CONTROL and a size in the device's range) and asks
+ * for full subgroups. Returns QATTN_ERR_UNSUPPORTED for an unknown shader. */
+qattn_status qattn_vk_pipeline(qattn_vk *vk, const char *shader, const uint32_t *spec,
+                               uint32_t n_spec, uint32_t push_bytes, uint32_t subgroup_size,
+                               VkPipeline *out);
+void qattn_vk_pipelines_destroy(qattn_vk *vk);
+/* Whether the library embeds a shader of that name. */
+int qattn_vk_has_shader(const char *shader);
+
+/* ---- recording and submission (vk_cmd.c) ------------------------------- */
+/* Starts recording one op into the context's command buffer and writes the
+ * start timestamp. Fails if the device is lost or validation spoke. */
+qattn_status qattn_vk_begin(qattn_vk *vk);
+/* Records push constants + a dispatch of gx*gy*gz workgroups. */
+void qattn_vk_dispatch(qattn_vk *vk, VkPipeline p, const void *push, uint32_t push_bytes,
+                       uint32_t gx, uint32_t gy, uint32_t gz);
+/* Makes shader writes of earlier dispatches visible to later ones. */
+void qattn_vk_barrier(qattn_vk *vk);
+/* Writes the end timestamp, submits, waits, stores the op's device time and
+ * checks validation messages. `what` names the op in failure texts. */
+qattn_status qattn_vk_submit(qattn_vk *vk, const char *what);
+/* Ends a recording begun with qattn_vk_begin without submitting it. */
+void qattn_vk_abandon(qattn_vk *vk);
+qattn_status qattn_vk_synchronize(void *be);
+qattn_status qattn_vk_last_op_time_ms(void *be, double *ms);
+
+/* ---- ops ----------------------------------------------------------------- */
+qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qattn_decode_args *args,
+                             const qattn_workspace *ws);
+qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *args);
+/* Implemented in vk_mqa_logits.c (compiled with QATTN_VK_HAVE_MQA defined
+ * when that file exists). */
+qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
+                                 const qattn_mqa_logits_args *args, const qattn_workspace *ws);
+/* Also from vk_mqa_logits.c (required there): whether this device can run
+ * `plan` (the iface's supports_op answer for QATTN_OP_MQA_LOGITS). */
+int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *plan);
+int qattn_vk_decode_supports(qattn_vk *vk, const qattn_decode_plan *plan);
+
+#endif /* QATTN_VK_INTERNAL_H */

@@ -1,0 +1,44 @@
+/*
+ * The Vulkan backend (library qattn_vulkan, CMake target qattn::vulkan).
+ *
+ *   qattn_context *ctx;
+ *   qattn_context_options o = {0};
+ *   o.device = "0";               // or a name substring; NULL = QATTN_VULKAN_DEVICE, then 0
+ *   qattn_context_create(qattn_backend_vulkan(), &o, &ctx, err, sizeof err);
+ *
+ * Vulkan is loaded at run time (volk): linking this library needs no
+ * libvulkan, and a machine without a loader or device gets
+ * QATTN_ERR_BACKEND_UNAVAILABLE from qattn_context_create.
+ *
+ * Device requirements: Vulkan 1.3 with bufferDeviceAddress, 8- and 16-bit
+ * storage-buffer access, shaderInt64, subgroup arithmetic/shuffle/clustered
+ * operations in compute, and at least 256 bytes of push constants. Matrix
+ * units are used through VK_KHR_cooperative_matrix when the device reports a
+ * usable f16 or bf16 shape.
+ *
+ * qattn_buffer_wrap takes a pointer to a VkBuffer created on this context's
+ * device with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT and
+ * VK_BUFFER_USAGE_STORAGE_BUFFER_BIT (kernels reach buffers by device
+ * address) plus TRANSFER_SRC/DST for uploads and downloads.
+ *
+ * With qattn_context_options.debug_validation the Khronos validation layer
+ * is enabled; any warning or error it reports makes the current call fail
+ * with QATTN_ERR_DEVICE and the message becomes the last-error text.
+ */
+#ifndef QATTN_VULKAN_H
+#define QATTN_VULKAN_H
+
+#include "qattn/qattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The Vulkan backend's table; pass it to qattn_context_create(). Never NULL
+ *  (whether a device exists is only known when a context is created). */
+QATTN_API const qattn_backend_iface *qattn_backend_vulkan(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* QATTN_VULKAN_H */

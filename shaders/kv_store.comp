@@ -1,0 +1,75 @@
+#version 450
+// KV store (spec 2): writes new bf16 tokens into the cache in its format,
+// bit-identical to the CPU reference. One workgroup per (token, kv head,
+// K-or-V); threads stride over the head dim.
+//
+// Variants (defines): KV_BF16 | KV_FP8FN | KV_FP8FNUZ | KV_I8.
+// Spec constants: 0 = workgroup size.
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "common_encode.glsl"
+
+layout(local_size_x_id = 0) in;
+
+layout(push_constant, std430) uniform Push {
+    uint64_t src[2];      // k_new, v_new   [T, Hkv, D] bf16
+    uint64_t cache[2];    // k_cache, v_cache [N_slots, Hkv, D]
+    uint64_t scale[2];    // k_scale, v_scale [N_slots, Hkv] f32 (0 for bf16)
+    uint64_t slots;       // [T] i32
+    int src_stride[4];    // (k_new t, k_new h, v_new t, v_new h)
+    int cache_stride[4];  // (k slot, k head, v slot, v head)
+    int scale_stride[4];  // (k slot, k head, v slot, v head)
+    int slots_stride;
+    int head_dim;
+} pc;
+
+shared uint red[64];
+
+void main() {
+    const int t = int(gl_WorkGroupID.x), g = int(gl_WorkGroupID.y), w = int(gl_WorkGroupID.z);
+    const int tid = int(gl_LocalInvocationID.x), nt = int(gl_WorkGroupSize.x);
+    const int slot = RefI32(qa_at(pc.slots, int64_t(t) * pc.slots_stride, 4)).v[0];
+    if (slot < 0) return; // -1: padding (the core checks the rest when asked)
+    const uint64_t src = qa_at(pc.src[w], int64_t(t) * pc.src_stride[2 * w] +
+                                              int64_t(g) * pc.src_stride[2 * w + 1], 2);
+    const int64_t crow = int64_t(slot) * pc.cache_stride[2 * w] + int64_t(g) * pc.cache_stride[2 * w + 1];
+#if defined(KV_BF16)
+    const uint64_t dst = qa_at(pc.cache[w], crow, 2);
+    for (int d = tid; d < pc.head_dim; d += nt) RefU16(dst).v[d] = RefU16(src).v[d];
+#else
+    // amax over the row on f32 bit patterns: |x| compares like its bits.
+    // NaN is skipped, as the reference's comparison skips it.
+    uint amax = 0u;
+    for (int d = tid; d < pc.head_dim; d += nt) {
+        uint mag = (uint(RefU16(src).v[d]) << 16) & 0x7FFFFFFFu;
+        if (mag <= 0x7F800000u) amax = max(amax, mag);
+    }
+    amax = subgroupMax(amax);
+    if (subgroupElect()) red[gl_SubgroupID] = amax;
+    barrier();
+    amax = 0u;
+    for (uint i = 0u; i < gl_NumSubgroups; ++i) amax = max(amax, red[i]);
+#if defined(KV_I8)
+    const uint fmax_bits = 0x42FE0000u; // 127
+#elif defined(KV_FP8FNUZ)
+    const uint fmax_bits = 0x43700000u; // 240
+#else
+    const uint fmax_bits = 0x43E00000u; // 448
+#endif
+    const uint scale = amax == 0u ? 0x3F800000u : qa_div_rn(amax, fmax_bits);
+    const uint64_t dst = qa_at(pc.cache[w], crow, 1);
+    for (int d = tid; d < pc.head_dim; d += nt) {
+        uint y = qa_div_rn(uint(RefU16(src).v[d]) << 16, scale);
+#if defined(KV_I8)
+        uint code = qa_f32_to_i8(y);
+#else
+        uint code = qa_f32_to_fp8(y, QA_FNUZ);
+#endif
+        RefU8(dst).v[d] = uint8_t(code);
+    }
+    if (tid == 0) {
+        const int64_t s = int64_t(slot) * pc.scale_stride[2 * w] + int64_t(g) * pc.scale_stride[2 * w + 1];
+        RefU32(qa_at(pc.scale[w], s, 4)).v[0] = scale;
+    }
+#endif
+}
