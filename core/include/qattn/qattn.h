@@ -376,6 +376,12 @@ typedef struct qattn_mqa_logits_plan {
     int32_t grid_x, grid_y;
     uint32_t shared_bytes;
     uint64_t workspace_bytes;     /* 0: the op needs none */
+    /** Lanes per subgroup the kernel's layout assumes; the backend pins the
+     *  device to it where the variant needs real subgroups (coopmat). */
+    int32_t subgroup_size;
+    /** 1: some row base (row x row stride, or column x k row stride) passes
+     *  int32, so the kernel forms those offsets in 64 bits; 0: all fit. */
+    int32_t index64;
     char reason[QATTN_REASON_BYTES];
 } qattn_mqa_logits_plan;
 
