@@ -330,12 +330,12 @@ static void test_hand_two_keys(void **state) {
     set_bf16_kv_row(&f.vc, slot_of(&f, 0, 0), 0, 64, 1.0f);
     set_bf16_kv_row(&f.vc, slot_of(&f, 0, 1), 0, 64, -1.0f);
     qattn_decode_args a = dfix_args(ctx, &f);
-    assert_int_equal(run_decode(ctx, &a), QATTN_OK);
+    QT_ASSERT_EQ(&rng, run_decode(ctx, &a), QATTN_OK);
     qt_ht_download(ctx, &f.o);
     qt_ht_download(ctx, &f.lse);
-    for (int d = 0; d < 64; ++d) assert_int_equal(o_bits(&f, 0, 0, 0, d), 0x3EED);
-    assert_true(qt_tol_decode_lse(qt_ht_f32(&f.lse, 0, 0, 0, 0), 1.31326169));
-    assert_true(fabs(qt_ht_f32(&f.lse, 0, 0, 0, 0) - 1.31326169) < 1e-6);
+    for (int d = 0; d < 64; ++d) QT_ASSERT_EQ(&rng, o_bits(&f, 0, 0, 0, d), 0x3EED);
+    QT_ASSERT(&rng, qt_tol_decode_lse(qt_ht_f32(&f.lse, 0, 0, 0, 0), 1.31326169));
+    QT_ASSERT(&rng, fabs(qt_ht_f32(&f.lse, 0, 0, 0, 0) - 1.31326169) < 1e-6);
     check_decode(&rng, &f); /* and the f64 loop agrees */
     dfix_free(ctx, &f);
     qattn_context_free(ctx);
@@ -381,12 +381,12 @@ static void test_hand_int8_fp8_scales(void **state) {
         qt_ht_set_f32(&f.vs, s0, 0, 0, 0, q8 ? 0.5f : 1.0f);
         qt_ht_set_f32(&f.vs, s1, 0, 0, 0, q8 ? 0.25f : 1.0f);
         qattn_decode_args a = dfix_args(ctx, &f);
-        assert_int_equal(run_decode(ctx, &a), QATTN_OK);
+        QT_ASSERT_EQ(&rng, run_decode(ctx, &a), QATTN_OK);
         qt_ht_download(ctx, &f.o);
         qt_ht_download(ctx, &f.lse);
         for (int h = 0; h < 2; ++h) {
-            for (int d = 0; d < 64; ++d) assert_int_equal(o_bits(&f, 0, 0, h, d), 0x3EED);
-            assert_true(fabs(qt_ht_f32(&f.lse, 0, 0, h, 0) - 1.31326169) < 1e-6);
+            for (int d = 0; d < 64; ++d) QT_ASSERT_EQ(&rng, o_bits(&f, 0, 0, h, d), 0x3EED);
+            QT_ASSERT(&rng, fabs(qt_ht_f32(&f.lse, 0, 0, h, 0) - 1.31326169) < 1e-6);
         }
         check_decode(&rng, &f);
         dfix_free(ctx, &f);
@@ -419,13 +419,13 @@ static void test_hand_window_rows(void **state) {
                 set_bf16_kv_row(&f.vc, slot_of(&f, 0, p), 0, 64, (float)(p + 1));
             }
             qattn_decode_args a = dfix_args(ctx, &f);
-            assert_int_equal(run_decode(ctx, &a), QATTN_OK);
+            QT_ASSERT_EQ(&rng, run_decode(ctx, &a), QATTN_OK);
             qt_ht_download(ctx, &f.o);
             qt_ht_download(ctx, &f.lse);
             for (int r = 0; r < 2; ++r) {
                 for (int d = 0; d < 64; ++d)
-                    assert_true(qattn_bf16_to_f32(o_bits(&f, 0, r, 0, d)) == (float)want_o[w][r]);
-                assert_true(fabs(qt_ht_f32(&f.lse, 0, r, 0, 0) - want_lse[w][r]) < 1e-6);
+                    QT_ASSERT(&rng, qattn_bf16_to_f32(o_bits(&f, 0, r, 0, d)) == (float)want_o[w][r]);
+                QT_ASSERT(&rng, fabs(qt_ht_f32(&f.lse, 0, r, 0, 0) - want_lse[w][r]) < 1e-6);
             }
             check_decode(&rng, &f);
             dfix_free(ctx, &f);
@@ -455,18 +455,18 @@ static void test_hand_empty_rows_and_sinks(void **state) {
         set_bf16_kv_row(&f.vc, slot_of(&f, 0, 0), 0, 64, 1.0f);
         if (with_sinks) qt_ht_set_f32(&f.sinks_t, 0, 0, 0, 0, 0.5f);
         qattn_decode_args a = dfix_args(ctx, &f);
-        assert_int_equal(run_decode(ctx, &a), QATTN_OK);
+        QT_ASSERT_EQ(&rng, run_decode(ctx, &a), QATTN_OK);
         qt_ht_download(ctx, &f.o);
         qt_ht_download(ctx, &f.lse);
         const double empty_lse = with_sinks ? 0.5 : -INFINITY;
         for (int b = 0; b < 2; ++b)
             for (int r = 0; r < 3; ++r) {
                 if (b == 0 && r == 2) continue;
-                for (int d = 0; d < 64; ++d) assert_int_equal(o_bits(&f, b, r, 0, d), 0x0000);
-                assert_true(qt_ht_f32(&f.lse, b, r, 0, 0) == (float)empty_lse);
+                for (int d = 0; d < 64; ++d) QT_ASSERT_EQ(&rng, o_bits(&f, b, r, 0, d), 0x0000);
+                QT_ASSERT(&rng, qt_ht_f32(&f.lse, b, r, 0, 0) == (float)empty_lse);
             }
-        for (int d = 0; d < 64; ++d) assert_int_equal(o_bits(&f, 0, 2, 0, d), with_sinks ? 0x3F1F : 0x3F80);
-        assert_true(fabs(qt_ht_f32(&f.lse, 0, 2, 0, 0) - (with_sinks ? 1.47407698 : 1.0)) < 1e-6);
+        for (int d = 0; d < 64; ++d) QT_ASSERT_EQ(&rng, o_bits(&f, 0, 2, 0, d), with_sinks ? 0x3F1F : 0x3F80);
+        QT_ASSERT(&rng, fabs(qt_ht_f32(&f.lse, 0, 2, 0, 0) - (with_sinks ? 1.47407698 : 1.0)) < 1e-6);
         check_decode(&rng, &f);
         dfix_free(ctx, &f);
     }
@@ -495,11 +495,11 @@ static void test_hand_softcap(void **state) {
         set_bf16_kv_row(&f.vc, slot_of(&f, 0, 0), 0, 64, 1.0f);
         set_bf16_kv_row(&f.vc, slot_of(&f, 0, 1), 0, 64, -1.0f);
         qattn_decode_args a = dfix_args(ctx, &f);
-        assert_int_equal(run_decode(ctx, &a), QATTN_OK);
+        QT_ASSERT_EQ(&rng, run_decode(ctx, &a), QATTN_OK);
         qt_ht_download(ctx, &f.o);
         qt_ht_download(ctx, &f.lse);
-        for (int d = 0; d < 64; ++d) assert_int_equal(o_bits(&f, 0, 0, 0, d), capped ? 0x3F24 : 0x3F43);
-        assert_true(fabs(qt_ht_f32(&f.lse, 0, 0, 0, 0) - (capped ? 1.72041135 : 2.12692801)) < 1e-6);
+        for (int d = 0; d < 64; ++d) QT_ASSERT_EQ(&rng, o_bits(&f, 0, 0, 0, d), capped ? 0x3F24 : 0x3F43);
+        QT_ASSERT(&rng, fabs(qt_ht_f32(&f.lse, 0, 0, 0, 0) - (capped ? 1.72041135 : 2.12692801)) < 1e-6);
         check_decode(&rng, &f);
         dfix_free(ctx, &f);
     }

@@ -199,4 +199,14 @@ static inline const char *qt_rng_describe(const qt_rng *r, char *buf, size_t n) 
         if (!(cond)) QT_FAIL(rng, __VA_ARGS__);                                  \
     } while (0)
 
+/* Seed-printing forms of assert_true / assert_int_equal for tests whose
+ * data comes from `rng`: the message names the failed expression. */
+#define QT_ASSERT(rng, cond) QT_CHECK(rng, cond, "%s", #cond)
+#define QT_ASSERT_EQ(rng, a, b)                                                  \
+    do {                                                                         \
+        long long qt_a_ = (long long)(a), qt_b_ = (long long)(b);                \
+        QT_CHECK(rng, qt_a_ == qt_b_, "%s == %s: 0x%llx != 0x%llx", #a, #b,      \
+                 (unsigned long long)qt_a_, (unsigned long long)qt_b_);          \
+    } while (0)
+
 #endif /* QATTN_TEST_RNG_H */
