@@ -24,6 +24,9 @@ static float round_half_even_f32(float x) {
 }
 
 static uint8_t encode_i8(float y) {
+    /* int8 has no NaN; a NaN input (bf16 NaN in k_new) stores 0 rather than
+     * an undefined float-to-int conversion. */
+    if (isnan(y)) return 0;
     float r = round_half_even_f32(y);
     if (r > 127.0f) r = 127.0f;
     if (r < -127.0f) r = -127.0f;
