@@ -95,7 +95,11 @@ static void m_gqa(decode_fix *f, qattn_decode_args *a) {
     a->q.shape[2] = 3;
     a->o.shape[2] = 3;
 }
-static void m_rows(decode_fix *f, qattn_decode_args *a) { a->q.shape[1] = 9; }
+/* Stride 0 keeps the extent inside the buffer, so the row rule is what fails. */
+static void m_rows(decode_fix *f, qattn_decode_args *a) {
+    a->q.shape[1] = 9;
+    a->q.strides[1] = 0;
+}
 static void m_head_dim(decode_fix *f, qattn_decode_args *a) { a->q.shape[3] = 32; }
 static void m_page(decode_fix *f, qattn_decode_args *a) { a->page_size = 0; }
 static void m_window(decode_fix *f, qattn_decode_args *a) { a->window_left = -2; }
@@ -331,7 +335,8 @@ static void test_mqa_rules(void **state) {
     cases[n] = (__typeof__(cases[0])){"k head dim", QATTN_ERR_SHAPE, "k:", good};
     cases[n++].a.k.shape[1] = 32;
     cases[n] = (__typeof__(cases[0])){"weights heads", QATTN_ERR_SHAPE, "weights", good};
-    cases[n++].a.weights.shape[1] = H + 1;
+    cases[n].a.weights.shape[1] = H + 1;
+    cases[n++].a.weights.strides[0] = 0; /* extent stays inside the buffer */
     cases[n] = (__typeof__(cases[0])){"ke length", QATTN_ERR_SHAPE, "ke", good};
     cases[n++].a.ke.shape[0] = S - 1;
     cases[n] = (__typeof__(cases[0])){"logits past buffer", QATTN_ERR_OUT_OF_BOUNDS, "logits", good};

@@ -1,6 +1,6 @@
 # Installs the build tree into a scratch prefix, then builds and runs the
 # consumer twice: through find_package(qattn) and through pkg-config.
-# -D BUILD_DIR, SOURCE_DIR, WORK_DIR, C_COMPILER
+# -D BUILD_DIR, SOURCE_DIR, WORK_DIR, C_COMPILER, GENERATOR
 file(REMOVE_RECURSE ${WORK_DIR})
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
@@ -11,7 +11,7 @@ endfunction()
 set(prefix ${WORK_DIR}/prefix)
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 # 1. CMake package
-run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/cmake -DCMAKE_PREFIX_PATH=${prefix}
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/cmake -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix}
     -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_BUILD_RPATH=${prefix}/lib)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/cmake)
 run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${prefix}/lib ${WORK_DIR}/cmake/consumer)
