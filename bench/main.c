@@ -77,6 +77,7 @@ int main(int argc, char **argv) {
     const char *backend = "auto", *device = NULL, *op = NULL, *presets = NULL, *json = NULL;
     int seeds = 0;
     bench_config cfg = {.warmup = 5, .iters = 30, .seed = 0};
+    int iters_given = 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--list")) {
@@ -91,8 +92,8 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--op")) op = argv[++i];
         else if (v && !strcmp(a, "--preset")) presets = argv[++i];
         else if (v && !strcmp(a, "--json")) json = argv[++i];
-        else if (v && !strcmp(a, "--iters")) cfg.iters = atoi(argv[++i]);
-        else if (v && !strcmp(a, "--warmup")) cfg.warmup = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--iters")) cfg.iters = atoi(argv[++i]), iters_given = 1;
+        else if (v && !strcmp(a, "--warmup")) cfg.warmup = atoi(argv[++i]), iters_given = 1;
         else if (v && !strcmp(a, "--seed")) cfg.seed = strtoull(argv[++i], NULL, 0);
         else {
             fprintf(stderr, "qattn-bench: unknown or incomplete argument %s (see the header of bench/main.c)\n", a);
@@ -108,6 +109,8 @@ int main(int argc, char **argv) {
     }
     qattn_device_caps caps;
     qattn_get_caps(ctx, &caps);
+    /* The reference is exact, not fast: a few runs show its cost. */
+    if (!iters_given && !strcmp(qattn_backend_name(ctx), "cpu")) cfg.warmup = 1, cfg.iters = 3;
     printf("qattn %s | backend %s | device %s (%s) | %d warm-up + %d timed runs per preset\n",
            qattn_version_string(), qattn_backend_name(ctx), caps.device_name, caps.arch, cfg.warmup, cfg.iters);
     printf("%-24s %-10s %-14s %6s %10s %10s %10s %9s %8s  %s\n", "preset", "op", "variant", "splits",

@@ -6,7 +6,7 @@ const bench_preset BENCH_PRESETS[] = {
     {"decode_small", BENCH_DECODE, 1, 2, 1, 32, 8, 128, 1024, 16, FN, 0, 0, 0, 0},
     {"decode_small_r4_int8", BENCH_DECODE, 1, 2, 4, 16, 2, 64, 777, 1, QATTN_I8, 0, 0, 0, 0},
     {"kv_store_small", BENCH_KV_STORE, 1, 64, 1, 0, 8, 128, 4096, 1, FN, 0, 0, 0, 0},
-    {"mqa_small", BENCH_MQA_LOGITS, 1, 0, 0, 0, 0, 0, 0, 0, FN, 96, 2048, 16, 128},
+    {"mqa_small", BENCH_MQA_LOGITS, 1, 0, 0, 0, 0, 0, 0, 0, FN, 64, 1024, 16, 128},
     /* seeds: decode D128, 32 query heads, FP8 KV */
     {"decode_b1_gqa4_8k", BENCH_DECODE, 0, 1, 1, 32, 8, 128, 8192, 16, FN, 0, 0, 0, 0},
     {"decode_b1_gqa8_8k", BENCH_DECODE, 0, 1, 1, 32, 4, 128, 8192, 16, FN, 0, 0, 0, 0},
