@@ -8,14 +8,9 @@ static const char *vk_last_message(void *be) {
 
 static int vk_supports_op(void *be, qattn_op op, const void *plan) {
     qattn_vk *vk = (qattn_vk *)be;
-    (void)vk;
     switch (op) {
     case QATTN_OP_DECODE:
-#ifdef QATTN_VK_HAVE_DECODE
         return qattn_vk_decode_supports(vk, (const qattn_decode_plan *)plan);
-#else
-        return 0;
-#endif
     case QATTN_OP_KV_STORE:
         return 1;
     case QATTN_OP_MQA_LOGITS:
@@ -40,11 +35,7 @@ static const qattn_backend_iface VULKAN_IFACE = {
     .buffer_download = qattn_vk_buffer_download,
     .buffer_wrap = qattn_vk_buffer_wrap,
     .supports_op = vk_supports_op,
-#ifdef QATTN_VK_HAVE_DECODE
     .decode = qattn_vk_decode,
-#else
-    .decode = NULL,
-#endif
     .kv_store = qattn_vk_kv_store,
 #ifdef QATTN_VK_HAVE_MQA
     .mqa_logits = qattn_vk_mqa_logits,

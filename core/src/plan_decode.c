@@ -229,6 +229,9 @@ static qattn_status scalar_geometry(const qattn_device_caps *caps, const qattn_d
     const int64_t R = a->q.shape[1], D = a->k_cache.shape[2], Dv = a->v_cache.shape[2];
     const int64_t G = a->q.shape[2] / a->k_cache.shape[1];
     const uint32_t sg = caps->subgroup_size_min ? caps->subgroup_size_min : 1;
+    /* Query rows of one request per workgroup: all of them for multirow
+     * (they share each K/V load), one for generic. */
+    const int64_t rb = p->variant == QATTN_DECODE_GENERIC ? 1 : R;
     /* Lanes per key: the packed reader gives each lane 16 codes (one 16-byte
      * load) at GQA 4 and 8 codes (8 bytes) at GQA 8 so that 8 rows of q and
      * accumulators still fit in registers; the generic reader aims at 8
@@ -241,7 +244,7 @@ static qattn_status scalar_geometry(const qattn_device_caps *caps, const qattn_d
     const int64_t dpl = D / lpk;
     /* Query heads per workgroup: as many of the group as the register
      * budget allows, so each K/V load serves all of them. */
-    int64_t qh = largest_divisor_upto(G, (SCALAR_ROW_DIMS_MAX / dpl) / R);
+    int64_t qh = largest_divisor_upto(G, (SCALAR_ROW_DIMS_MAX / dpl) / rb);
     uint32_t wg = SCALAR_WG;
     if (wg > caps->max_workgroup_size) wg = caps->max_workgroup_size;
     if (wg < sg) wg = sg;
@@ -254,7 +257,7 @@ static qattn_status scalar_geometry(const qattn_device_caps *caps, const qattn_d
     /* Fit the exact shared memory of the launch under the device's limit:
      * fewer query heads per workgroup first (more workgroups, same tile),
      * then fewer subgroups per workgroup. */
-    uint64_t sh = scalar_shared(wg, sg, qh * R, Dv);
+    uint64_t sh = scalar_shared(wg, sg, qh * rb, Dv);
     const int64_t qh0 = qh;
     const uint32_t wg0 = wg;
     while (sh > caps->max_shared_bytes) {
@@ -265,12 +268,15 @@ static qattn_status scalar_geometry(const qattn_device_caps *caps, const qattn_d
                               "decode: even one query head and one subgroup need %" PRIu64
                               " B of shared memory > the device's %u",
                               sh, (unsigned)caps->max_shared_bytes);
-        sh = scalar_shared(wg, sg, qh * R, Dv);
+        sh = scalar_shared(wg, sg, qh * rb, Dv);
     }
-    if (qh != qh0 || wg != wg0)
-        note(p, "shared memory: tile shrunk to fit %u B (q heads/workgroup %d -> %d, workgroup %u -> %u)",
-             (unsigned)caps->max_shared_bytes, (int)qh0, (int)qh, (unsigned)wg0, (unsigned)wg);
-    const int64_t depth = (qh * R * dpl) <= 32 ? 4 : 2;
+    if (qh != qh0)
+        note(p, "shared memory: q heads per workgroup %d -> %d to fit %u B", (int)qh0, (int)qh,
+             (unsigned)caps->max_shared_bytes);
+    if (wg != wg0)
+        note(p, "shared memory: workgroup %u -> %u lanes to fit %u B", (unsigned)wg0, (unsigned)wg,
+             (unsigned)caps->max_shared_bytes);
+    const int64_t depth = (qh * rb * dpl) <= 32 ? 4 : 2;
     p->workgroup_size = (int32_t)wg;
     p->pipeline_depth = (int32_t)depth;
     p->keys_per_tile = (int32_t)(((int64_t)wg / lpk) * depth);
@@ -330,7 +336,8 @@ static qattn_status splits(const qattn_device_caps *caps, const qattn_decode_arg
          * merge and per-split overhead stay small against the reading. */
         const int64_t cu = caps->compute_units > 0 ? caps->compute_units : 16;
         const int64_t want = cu * 4;
-        const int64_t units = B * Hkv * qblocks;
+        const int64_t rblocks = p->variant == QATTN_DECODE_GENERIC ? R : 1;
+        const int64_t units = B * Hkv * qblocks * rblocks;
         s = (want + units - 1) / units;
         const int64_t min_keys = 2 * (int64_t)p->keys_per_tile;
         const int64_t by_len = L > 0 ? (L + min_keys - 1) / min_keys : 1;

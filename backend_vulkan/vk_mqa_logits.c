@@ -1,0 +1,172 @@
+/* FP8 MQA logits on Vulkan: one launch of the planned variant
+ * (shaders/mqa_logits_simt.comp as mqa_logits_direct / mqa_logits_staged,
+ * shaders/mqa_logits_coopmat.comp as mqa_logits_coopmat). The plan fixes the
+ * geometry; this file turns it into specialization constants and the push
+ * block, and nothing else: no copies, no padding, no allocation. */
+#include <string.h>
+
+#include "vk_internal.h"
+
+/* Mirrors the push block of mqa_logits_common.glsl (std430). */
+typedef struct mqa_push {
+    uint64_t q, k, k_scale, weights, ks, ke, logits;
+    int32_t q_row, q_head, k_row, scale_stride, w_row, w_head, ks_stride, ke_stride, l_row;
+    int32_t S, S_kv, H, row_blocks, tiles, clean;
+} mqa_push;
+
+/* Specialization constant ids (mqa_logits_common.glsl, mqa_logits_coopmat.comp). */
+enum {
+    SPEC_THREADS, SPEC_SG, SPEC_RPS, SPEC_NSG, SPEC_KT, SPEC_D, SPEC_Q_FNUZ, SPEC_K_FNUZ,
+    SPEC_INDEX64, SPEC_ALIGN16, SPEC_MT, SPEC_NT, SPEC_HEADS, SPEC_TM, SPEC_TN, SPEC_TK, SPEC_COUNT
+};
+
+static const char *shader_for(qattn_mqa_variant v) {
+    switch (v) {
+    case QATTN_MQA_DIRECT: return "mqa_logits_direct";
+    case QATTN_MQA_STAGED: return "mqa_logits_staged";
+    case QATTN_MQA_COOPMAT: return "mqa_logits_coopmat";
+    default: return NULL;
+    }
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The matrix shape the coopmat kernel runs: the planner's rule
+ * (pick_coopmat_shape in core/src/plan_mqa_logits.c): the largest f16 x f16
+ * -> f32 shape whose M, N, K divide 16. Returns 0 when there is none. */
+static int coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *out) {
+    int found = 0;
+    for (int32_t i = 0; i < c->n_matrix_shapes && i < QATTN_MAX_MATRIX_SHAPES; ++i) {
+        const qattn_matrix_shape *m = &c->matrix_shapes[i];
+        if (m->a_type != QATTN_F16 || m->c_type != QATTN_F32) continue;
+        if ((m->m != 8 && m->m != 16) || (m->n != 8 && m->n != 16) || (m->k != 8 && m->k != 16))
+            continue;
+        if (!found || m->m * m->n * m->k > out->m * out->n * out->k ||
+            (m->m * m->n * m->k == out->m * out->n * out->k && m->m > out->m)) {
+            *out = *m;
+            found = 1;
+        }
+    }
+    return found;
+}
+
+/* Threads of the plan's workgroup. */
+static int64_t plan_threads(const qattn_mqa_logits_plan *p) {
+    return (int64_t)p->subgroup_size * p->subgroups_per_workgroup;
+}
+
+/* Coopmat m-tiles per subgroup: the (row, head) pairs a subgroup holds / 16. */
+static int64_t plan_mtiles(const qattn_mqa_logits_plan *p) {
+    return (int64_t)p->heads * p->rows_per_workgroup / p->subgroups_per_workgroup / 16;
+}
+
+int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
+    const char *name = shader_for(p->variant);
+    if (!name || !qattn_vk_has_shader(name)) return 0;
+    const int64_t threads = plan_threads(p);
+    if (p->subgroup_size < 1 || threads < 1 || threads > vk->caps.max_workgroup_size) return 0;
+    if (p->shared_bytes > vk->caps.max_shared_bytes || p->kv_tile < 1) return 0;
+    if (p->grid_x < 1 || p->grid_y < 1 ||
+        (uint32_t)p->grid_x > vk->props.limits.maxComputeWorkGroupCount[0] ||
+        (uint32_t)p->grid_y > vk->props.limits.maxComputeWorkGroupCount[1])
+        return 0;
+    if (p->rows_per_subgroup < 1 || p->rows_per_subgroup > 4) return 0;
+    switch (p->variant) {
+    case QATTN_MQA_DIRECT:
+        return p->kv_tile % threads == 0 && p->rows_per_workgroup == p->rows_per_subgroup;
+    case QATTN_MQA_STAGED:
+        return p->kv_tile % p->subgroup_size == 0 &&
+               p->rows_per_workgroup == p->rows_per_subgroup * p->subgroups_per_workgroup;
+    case QATTN_MQA_COOPMAT: {
+        qattn_matrix_shape shape;
+        if (!vk->has_coopmat || !(vk->caps.features & QATTN_FEAT_COOPMAT) ||
+            !coopmat_shape(&vk->caps, &shape))
+            return 0;
+        /* The matrix layout needs the exact subgroup width it was planned for. */
+        const int fixed = vk->caps.subgroup_size_min == vk->caps.subgroup_size_max;
+        if (fixed && (uint32_t)p->subgroup_size != vk->caps.subgroup_size_max) return 0;
+        if (!fixed && !vk->has_subgroup_size_control) return 0;
+        if ((uint32_t)p->subgroup_size < vk->caps.subgroup_size_min ||
+            (uint32_t)p->subgroup_size > vk->caps.subgroup_size_max)
+            return 0;
+        const int64_t mt = plan_mtiles(p);
+        return p->heads % 16 == 0 && p->kv_tile % 16 == 0 && mt >= 1 && mt <= 4 &&
+               (int64_t)p->heads * p->rows_per_workgroup == mt * 16 * p->subgroups_per_workgroup;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* Whether q and k rows (and their 16-code chunks) start 16-byte aligned. */
+static int rows_aligned16(const qattn_mqa_logits_args *a) {
+    const uint64_t q = qattn_vk_addr(&a->q), k = qattn_vk_addr(&a->k);
+    return q % 16 == 0 && k % 16 == 0 && (a->q.shape[0] <= 1 || a->q.strides[0] % 16 == 0) &&
+           (a->q.shape[1] <= 1 || a->q.strides[1] % 16 == 0) &&
+           (a->k.shape[0] <= 1 || a->k.strides[0] % 16 == 0);
+}
+
+qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
+                                 const qattn_mqa_logits_args *a, const qattn_workspace *ws) {
+    qattn_vk *vk = (qattn_vk *)be;
+    (void)ws; /* the op needs no workspace: logits are written directly */
+    if (!qattn_vk_mqa_supports(vk, plan))
+        return qattn_vk_fail(vk, QATTN_ERR_UNSUPPORTED, "mqa_logits: this device cannot run the %s plan",
+                             qattn_mqa_variant_name(plan->variant));
+    mqa_push p;
+    memset(&p, 0, sizeof p);
+    p.q = qattn_vk_addr(&a->q);
+    p.k = qattn_vk_addr(&a->k);
+    p.k_scale = qattn_vk_addr(&a->k_scale);
+    p.weights = qattn_vk_addr(&a->weights);
+    p.ks = qattn_vk_addr(&a->ks);
+    p.ke = qattn_vk_addr(&a->ke);
+    p.logits = qattn_vk_addr(&a->logits);
+    p.q_row = qattn_vk_stride(&a->q, 0);
+    p.q_head = qattn_vk_stride(&a->q, 1);
+    p.k_row = qattn_vk_stride(&a->k, 0);
+    p.scale_stride = qattn_vk_stride(&a->k_scale, 0);
+    p.w_row = qattn_vk_stride(&a->weights, 0);
+    p.w_head = qattn_vk_stride(&a->weights, 1);
+    p.ks_stride = qattn_vk_stride(&a->ks, 0);
+    p.ke_stride = qattn_vk_stride(&a->ke, 0);
+    p.l_row = qattn_vk_stride(&a->logits, 0);
+    p.S = plan->rows;
+    p.S_kv = plan->kv_len;
+    p.H = plan->heads;
+    p.row_blocks = (int32_t)cdiv(plan->rows, plan->rows_per_workgroup);
+    p.tiles = (int32_t)cdiv(plan->kv_len, plan->kv_tile);
+    p.clean = a->clean_logits ? 1 : 0;
+
+    uint32_t spec[SPEC_COUNT];
+    memset(spec, 0, sizeof spec);
+    spec[SPEC_THREADS] = (uint32_t)plan_threads(plan);
+    spec[SPEC_SG] = (uint32_t)plan->subgroup_size;
+    spec[SPEC_RPS] = (uint32_t)plan->rows_per_subgroup;
+    spec[SPEC_NSG] = (uint32_t)plan->subgroups_per_workgroup;
+    spec[SPEC_KT] = (uint32_t)plan->kv_tile;
+    spec[SPEC_D] = (uint32_t)plan->head_dim;
+    spec[SPEC_Q_FNUZ] = a->q.dtype == QATTN_FP8_E4M3FNUZ;
+    spec[SPEC_K_FNUZ] = a->k.dtype == QATTN_FP8_E4M3FNUZ;
+    spec[SPEC_INDEX64] = plan->index64 ? 1u : 0u;
+    spec[SPEC_ALIGN16] = (uint32_t)rows_aligned16(a);
+    uint32_t n_spec = SPEC_MT, pin = 0;
+    if (plan->variant == QATTN_MQA_COOPMAT) {
+        spec[SPEC_MT] = (uint32_t)plan_mtiles(plan);
+        spec[SPEC_NT] = (uint32_t)(plan->kv_tile / 16);
+        spec[SPEC_HEADS] = (uint32_t)plan->heads;
+        qattn_matrix_shape shape = {16, 16, 16, QATTN_F16, QATTN_F32};
+        coopmat_shape(&vk->caps, &shape); /* present: supports() checked it */
+        spec[SPEC_TM] = shape.m;
+        spec[SPEC_TN] = shape.n;
+        spec[SPEC_TK] = shape.k;
+        n_spec = SPEC_COUNT;
+        if (vk->has_subgroup_size_control) pin = (uint32_t)plan->subgroup_size;
+    }
+    VkPipeline pipe;
+    qattn_status s = qattn_vk_pipeline(vk, shader_for(plan->variant), spec, n_spec, sizeof p, pin, &pipe);
+    if (s != QATTN_OK) return s;
+    if ((s = qattn_vk_begin(vk)) != QATTN_OK) return s;
+    qattn_vk_dispatch(vk, pipe, &p, sizeof p, (uint32_t)plan->grid_x, (uint32_t)plan->grid_y, 1);
+    return qattn_vk_submit(vk, "qattn_mqa_logits_run");
+}

@@ -1,0 +1,436 @@
+/*
+ * Parity cases of decode attention (spec 2, tolerances spec 4).
+ *
+ * The default table covers every value of every dimension of the issue's
+ * matrix at least once, in pairwise-style combinations (keys {1, 17, 513,
+ * 4099}, GQA {1, 4, 8}, D {64, 128, 256}, the four kv dtypes, R {1, 3, 8},
+ * page size {1, 16}, window none/odd, softcap and sinks on/off, token-major,
+ * head-major, padded (still 16-byte aligned) and unaligned layouts, forced
+ * splits {1, 8, 64} or the planner's, batch {1, 5}); --full adds a sweep of
+ * the cartesian product of the main dimensions.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parity_common.h"
+#include "qattn/convert.h"
+#include "tolerance.h"
+
+enum { TOK, HEAD, PAD, UNAL }; /* cache/q/o layouts */
+static const char *const LAYOUT_NAMES[] = {"tok", "head", "pad", "unal"};
+
+typedef struct decode_case {
+    int B, R, Hkv, G, D;
+    qattn_dtype dt;
+    int page, keys, window;
+    int softcap, sinks, lse;
+    int layout, splits;
+} decode_case;
+
+#define FN QATTN_FP8_E4M3FN
+#define FNUZ QATTN_FP8_E4M3FNUZ
+#define BF QATTN_BF16
+#define I8 QATTN_I8
+
+/* B R Hkv G D dtype page keys window softcap sinks lse layout splits */
+static const decode_case CASES[] = {
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0},   /* packed_fp8, GQA 4 */
+    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0}, /* packed_fp8, GQA 8, long */
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8},   /* packed_fp8 with padded strides */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0},  /* unaligned: falls back to generic */
+    {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1},
+    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0},
+    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64},
+    {1, 8, 2, 1, 256, FN, 1, 17, -1, 1, 0, 1, HEAD, 8},
+    {5, 1, 1, 4, 256, FNUZ, 16, 1, -1, 0, 1, 0, TOK, 64},
+    {1, 3, 2, 8, 256, I8, 1, 513, -1, 1, 1, 1, PAD, 1},
+    {5, 8, 1, 4, 64, FN, 16, 17, 5, 0, 0, 1, UNAL, 8},
+    {1, 1, 2, 1, 128, I8, 16, 4099, 511, 1, 0, 1, HEAD, 0},
+    {5, 3, 1, 1, 128, FNUZ, 1, 513, -1, 0, 0, 0, UNAL, 64},
+    {1, 1, 1, 8, 64, BF, 16, 513, -1, 1, 1, 1, PAD, 8},
+    {1, 3, 4, 4, 256, BF, 16, 17, 3, 0, 1, 1, TOK, 0},
+    {5, 1, 2, 8, 128, I8, 1, 17, -1, 0, 1, 1, TOK, 1},
+    {1, 8, 1, 4, 128, FNUZ, 16, 513, -1, 1, 1, 1, HEAD, 0},
+    {1, 1, 1, 1, 256, FN, 16, 4099, -1, 0, 0, 1, UNAL, 8},
+    {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64},
+    {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1},
+    {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0},
+    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0}, /* packed_fp8 with window/softcap/sinks */
+    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0},     /* packed_fp8, head-major */
+    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0},      /* Hkv 2: scale rows 8 B, generic */
+    {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0},
+};
+
+static void case_name(const decode_case *c, char *buf, size_t n) {
+    char win[16];
+    if (c->window < 0) snprintf(win, sizeof win, "none");
+    else snprintf(win, sizeof win, "%d", c->window);
+    snprintf(buf, n, "decode/B%d_R%d_Hkv%d_G%d_D%d_%s_P%d_L%d_win%s_cap%d_sink%d_lse%d_%s_s%d", c->B,
+             c->R, c->Hkv, c->G, c->D, qattn_dtype_name(c->dt), c->page, c->keys, win, c->softcap,
+             c->sinks, c->lse, LAYOUT_NAMES[c->layout], c->splits);
+}
+
+/* Layout of a cache [N, H, D] (order = memory order of dims). */
+static pt_layout cache_layout(int layout, qattn_dtype dt, qt_rng *rng) {
+    pt_layout l = pt_dense();
+    const int64_t es = (int64_t)qattn_dtype_size(dt);
+    switch (layout) {
+    case HEAD: /* [H, N, D] in memory */
+        l.order[0] = 1;
+        l.order[1] = 0;
+        l.order[2] = 2;
+        break;
+    case PAD: /* rows padded by a multiple of 16 bytes, base 16-byte aligned */
+        l.pad = 16 / es * qt_int(rng, 1, 3);
+        l.lead = 32 / es;
+        break;
+    case UNAL: /* odd padding and an odd leading offset: nothing 16-byte aligned */
+        l.pad = 2 * qt_int(rng, 0, 3) + 1;
+        l.lead = 2 * qt_int(rng, 0, 3) + 1;
+        break;
+    default: break;
+    }
+    return l;
+}
+
+/* Layout of q / o [B, R, Hq, D], and of lse [B, R, Hq]. */
+static pt_layout act_layout(int layout, int rank, qt_rng *rng) {
+    pt_layout l = pt_dense();
+    if (layout == HEAD && rank == 4) { /* [B, Hq, R, D] in memory */
+        l.order[0] = 0;
+        l.order[1] = 2;
+        l.order[2] = 1;
+        l.order[3] = 3;
+    } else if (layout == PAD || layout == UNAL) {
+        l.pad = qt_int(rng, 1, 5);
+        l.lead = qt_int(rng, 1, 7);
+    }
+    return l;
+}
+
+typedef struct decode_data {
+    pt_tensor q, k, v, ks, vs, indptr, indices, lens, sinks, o, lse;
+    int max_len;
+} decode_data;
+
+static void data_free(parity_ctx *pc, decode_data *d) {
+    pt_tensor *all[] = {&d->q, &d->k, &d->v, &d->ks, &d->vs, &d->indptr, &d->indices,
+                        &d->lens, &d->sinks, &d->o, &d->lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) pt_free(pc, all[i]);
+}
+
+static void fill_cache(pt_tensor *t, qt_rng *rng) {
+    for (int64_t n = 0; n < pt_count(t); ++n) {
+        void *p = pt_at_linear(t, n);
+        switch (t->dtype) {
+        case QATTN_BF16: {
+            uint16_t b = qattn_f32_to_bf16(qt_signed(rng, 0.05f, 2.0f));
+            memcpy(p, &b, 2);
+            break;
+        }
+        case QATTN_I8: qt_fill_i8(rng, (int8_t *)p, 1); break;
+        default: qt_fill_fp8_codes(rng, (uint8_t *)p, 1, t->dtype); break;
+        }
+    }
+}
+
+/* Builds every input on the host: random requests over a shuffled page pool,
+ * caches with a few extra pages nobody references. Returns 0 on OOM. */
+static int make_inputs(const decode_case *c, qt_rng *rng, decode_data *d) {
+    memset(d, 0, sizeof *d);
+    const int Hq = c->Hkv * c->G;
+    int lens[8];
+    int64_t pages_total = 0;
+    for (int b = 0; b < c->B; ++b) {
+        if (b == 0) lens[b] = c->keys;
+        else if (b == 3) lens[b] = (int)qt_int(rng, 0, c->R - 1 < c->keys ? c->R - 1 : c->keys); /* rows with nothing visible */
+        else lens[b] = (int)qt_int(rng, 0, c->keys);
+        pages_total += (lens[b] + c->page - 1) / c->page;
+    }
+    d->max_len = c->keys;
+    const int64_t n_pages = pages_total + 3;
+    const int64_t n_slots = n_pages * c->page;
+
+    const int64_t qs[4] = {c->B, c->R, Hq, c->D};
+    pt_layout la = act_layout(c->layout, 4, rng);
+    if (!pt_make(&d->q, QATTN_BF16, 4, qs, &la, PT_POISON)) return 0;
+    const float amp = (float)qt_uniform(rng, 0.5f, 2.0f); /* how peaked the softmax gets */
+    for (int64_t n = 0; n < pt_count(&d->q); ++n) {
+        uint16_t b = qattn_f32_to_bf16(amp * qt_signed(rng, 0.05f, 1.0f));
+        memcpy(pt_at_linear(&d->q, n), &b, 2);
+    }
+    const int64_t cs[3] = {n_slots, c->Hkv, c->D};
+    pt_layout lk = cache_layout(c->layout, c->dt, rng), lv = cache_layout(c->layout, c->dt, rng);
+    if (!pt_make(&d->k, c->dt, 3, cs, &lk, PT_POISON) || !pt_make(&d->v, c->dt, 3, cs, &lv, PT_POISON))
+        return 0;
+    fill_cache(&d->k, rng);
+    fill_cache(&d->v, rng);
+    if (c->dt != QATTN_BF16) {
+        const int64_t ss[2] = {n_slots, c->Hkv};
+        /* Scales keep heads contiguous (the contract's last dimension);
+         * unaligned layouts offset and pad them. */
+        pt_layout ls = pt_dense();
+        if (c->layout == UNAL) {
+            ls.lead = 1;
+            ls.pad = 1;
+        }
+        if (!pt_make(&d->ks, QATTN_F32, 2, ss, &ls, PT_POISON) ||
+            !pt_make(&d->vs, QATTN_F32, 2, ss, &ls, PT_POISON))
+            return 0;
+        /* Scales put decoded values around 0.05..3 whatever the format. */
+        const float fmax = c->dt == QATTN_I8 ? 127.0f : qattn_fp8_max(c->dt);
+        for (int64_t n = 0; n < pt_count(&d->ks); ++n) {
+            float a = qt_uniform(rng, 0.3f, 3.0f) / fmax, b = qt_uniform(rng, 0.3f, 3.0f) / fmax;
+            memcpy(pt_at_linear(&d->ks, n), &a, 4);
+            memcpy(pt_at_linear(&d->vs, n), &b, 4);
+        }
+    }
+    /* Paging: a shuffled pool of page ids, handed out to requests in order. */
+    const int64_t one[1] = {c->B + 1}, nb[1] = {c->B}, np[1] = {pages_total > 0 ? pages_total : 1};
+    if (!pt_make(&d->indptr, QATTN_I32, 1, one, NULL, PT_POISON) ||
+        !pt_make(&d->lens, QATTN_I32, 1, nb, NULL, PT_POISON) ||
+        !pt_make(&d->indices, QATTN_I32, 1, np, NULL, PT_POISON))
+        return 0;
+    int32_t *pool = malloc((size_t)n_pages * sizeof *pool);
+    if (!pool) return 0;
+    for (int64_t i = 0; i < n_pages; ++i) pool[i] = (int32_t)i;
+    for (int64_t i = n_pages - 1; i > 0; --i) {
+        int64_t j = qt_int(rng, 0, i);
+        int32_t t = pool[i];
+        pool[i] = pool[j];
+        pool[j] = t;
+    }
+    int32_t at = 0;
+    for (int b = 0; b < c->B; ++b) {
+        memcpy(pt_at(&d->indptr, b, 0, 0, 0), &at, 4);
+        memcpy(pt_at(&d->lens, b, 0, 0, 0), &lens[b], 4);
+        int32_t np_b = (lens[b] + c->page - 1) / c->page;
+        for (int32_t j = 0; j < np_b; ++j) memcpy(pt_at(&d->indices, at + j, 0, 0, 0), &pool[at + j], 4);
+        at += np_b;
+    }
+    memcpy(pt_at(&d->indptr, c->B, 0, 0, 0), &at, 4);
+    if (pages_total == 0) { /* one unused entry keeps the tensor non-empty */
+        int32_t z = 0;
+        memcpy(pt_at(&d->indices, 0, 0, 0, 0), &z, 4);
+    }
+    free(pool);
+    if (c->sinks) {
+        const int64_t hs[1] = {Hq};
+        if (!pt_make(&d->sinks, QATTN_F32, 1, hs, NULL, PT_POISON)) return 0;
+        for (int h = 0; h < Hq; ++h) {
+            float s = qt_uniform(rng, -2.0f, 3.0f);
+            memcpy(pt_at(&d->sinks, h, 0, 0, 0), &s, 4);
+        }
+    }
+    pt_layout lo = act_layout(c->layout, 4, rng);
+    if (!pt_make(&d->o, QATTN_BF16, 4, qs, &lo, PT_POISON)) return 0;
+    if (c->lse) {
+        const int64_t ls[3] = {c->B, c->R, Hq};
+        pt_layout ll = act_layout(c->layout, 3, rng);
+        if (!pt_make(&d->lse, QATTN_F32, 3, ls, &ll, PT_POISON)) return 0;
+    }
+    return 1;
+}
+
+static qattn_decode_args args_of(const decode_case *c, decode_data *d, int w) {
+    qattn_decode_args a;
+    memset(&a, 0, sizeof a);
+    a.q = pt_desc(&d->q, w);
+    a.k_cache = pt_desc(&d->k, w);
+    a.v_cache = pt_desc(&d->v, w);
+    a.k_scale = pt_desc(&d->ks, w);
+    a.v_scale = pt_desc(&d->vs, w);
+    a.kv_indptr = pt_desc(&d->indptr, w);
+    a.kv_indices = pt_desc(&d->indices, w);
+    a.kv_lens = pt_desc(&d->lens, w);
+    a.sinks = pt_desc(&d->sinks, w);
+    a.o = pt_desc(&d->o, w);
+    a.lse = pt_desc(&d->lse, w);
+    a.page_size = c->page;
+    a.max_kv_len = d->max_len;
+    a.sm_scale = 1.0f / sqrtf((float)c->D);
+    a.window_left = c->window;
+    a.logit_softcap = c->softcap ? 2.5f : 0.0f;
+    return a;
+}
+
+static int parse_variant(const char *s, qattn_decode_variant *v) {
+    for (int i = 0; i < QATTN_DECODE_VARIANT_COUNT; ++i)
+        if (!strcmp(s, qattn_decode_variant_name((qattn_decode_variant)i))) {
+            *v = (qattn_decode_variant)i;
+            return 1;
+        }
+    return 0;
+}
+
+/* Runs one side; returns a status and fills plan. */
+static qattn_status run_side(parity_ctx *pc, int w, const decode_case *c, decode_data *d,
+                             const qattn_decode_options *o, qattn_decode_plan *plan) {
+    qattn_context *ctx = w ? pc->dev : pc->ref;
+    qattn_decode_args a = args_of(c, d, w);
+    qattn_status s = qattn_decode_plan_create(ctx, &a, o, plan);
+    if (s != QATTN_OK) return s;
+    qattn_buffer *ws = NULL;
+    if ((s = pt_scratch(ctx, plan->workspace_bytes, PT_POISON, &ws)) != QATTN_OK) return s;
+    s = qattn_decode_run(ctx, plan, &a, ws, 0);
+    if (s == QATTN_OK) s = qattn_synchronize(ctx);
+    qattn_buffer_free(ctx, ws);
+    return s;
+}
+
+static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
+    char name[192];
+    case_name(c, name, sizeof name);
+    if (!pt_selected(pc, name)) return;
+    qt_rng rng = qt_rng_for(name);
+    (void)idx;
+    decode_data d;
+    if (!make_inputs(c, &rng, &d)) {
+        pt_fail(pc, &rng, name, "out of host memory building inputs");
+        data_free(pc, &d);
+        return;
+    }
+    pt_tensor *ins[] = {&d.q, &d.k, &d.v, &d.ks, &d.vs, &d.indptr, &d.indices, &d.lens, &d.sinks, &d.o, &d.lse};
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; ++i) {
+        if (!ins[i]->host) continue;
+        qattn_status s = pt_upload(pc, ins[i]);
+        if (s != QATTN_OK) {
+            pt_fail(pc, &rng, name, "upload: %s", qattn_status_name(s));
+            data_free(pc, &d);
+            return;
+        }
+    }
+    qattn_decode_options dev_o;
+    memset(&dev_o, 0, sizeof dev_o);
+    dev_o.num_splits = c->splits;
+    if (pc->variant && !parse_variant(pc->variant, &dev_o.variant)) {
+        pt_fail(pc, &rng, name, "--variant %s is not a decode variant", pc->variant);
+        data_free(pc, &d);
+        return;
+    }
+    qattn_decode_plan ref_plan, dev_plan;
+    qattn_status s = run_side(pc, 0, c, &d, NULL, &ref_plan);
+    if (s != QATTN_OK) {
+        pt_fail(pc, &rng, name, "reference: %s: %s", qattn_status_name(s), qattn_last_error(pc->ref));
+        data_free(pc, &d);
+        return;
+    }
+    s = run_side(pc, 1, c, &d, &dev_o, &dev_plan);
+    if (s == QATTN_ERR_VARIANT_GATE && dev_o.variant != QATTN_DECODE_AUTO) {
+        pc->n_refused++;
+        if (pc->verbose) printf("gate %s: %s\n", name, qattn_last_error(pc->dev));
+        data_free(pc, &d);
+        return;
+    }
+    if (s != QATTN_OK) {
+        pt_fail(pc, &rng, name, "%s: %s", qattn_status_name(s), qattn_last_error(pc->dev));
+        data_free(pc, &d);
+        return;
+    }
+    if (dev_o.variant != QATTN_DECODE_AUTO && dev_plan.variant != dev_o.variant) {
+        pt_fail(pc, &rng, name, "forced %s but the plan ran %s", pc->variant,
+                qattn_decode_variant_name(dev_plan.variant));
+        data_free(pc, &d);
+        return;
+    }
+    if (c->splits && dev_plan.num_splits != c->splits) {
+        pt_fail(pc, &rng, name, "forced %d splits but the plan has %d", c->splits, dev_plan.num_splits);
+        data_free(pc, &d);
+        return;
+    }
+
+    /* Compare o and lse element-wise; gaps must keep the poison. */
+    int bad = 0;
+    char first[256] = "";
+    pt_tensor *outs[2] = {&d.o, &d.lse};
+    for (int t = 0; t < 2 && !bad; ++t) {
+        pt_tensor *T = outs[t];
+        if (!T->host) continue;
+        uint8_t *ri = malloc(T->bytes), *di = malloc(T->bytes);
+        if (!ri || !di || pt_download(pc, T, 0, ri) != QATTN_OK || pt_download(pc, T, 1, di) != QATTN_OK) {
+            snprintf(first, sizeof first, "download of %s failed", t ? "lse" : "o");
+            bad = 1;
+        } else if (!pt_gaps_equal(T, di, PT_POISON)) {
+            snprintf(first, sizeof first, "%s: bytes outside the tensor were written", t ? "lse" : "o");
+            bad = 1;
+        } else {
+            for (int64_t n = 0; n < pt_count(T) && bad < 4; ++n) {
+                double rv, dv;
+                if (t == 0) {
+                    uint16_t rb, db;
+                    memcpy(&rb, pt_img_at(T, ri, n), 2);
+                    memcpy(&db, pt_img_at(T, di, n), 2);
+                    rv = qattn_bf16_to_f32(rb);
+                    dv = qattn_bf16_to_f32(db);
+                } else {
+                    float rf, df;
+                    memcpy(&rf, pt_img_at(T, ri, n), 4);
+                    memcpy(&df, pt_img_at(T, di, n), 4);
+                    rv = rf;
+                    dv = df;
+                }
+                int ok = t == 0 ? qt_tol_decode_o(dv, rv) : qt_tol_decode_lse(dv, rv);
+                if (!ok) {
+                    if (!bad)
+                        snprintf(first, sizeof first, "%s[%" PRId64 "] = %.6g, reference %.6g", t ? "lse" : "o", n,
+                                 dv, rv);
+                    bad++;
+                }
+            }
+        }
+        free(ri);
+        free(di);
+    }
+    char detail[512];
+    snprintf(detail, sizeof detail, "variant %s, %d splits x %d keys, wg %d, %u B shared%s%s",
+             qattn_decode_variant_name(dev_plan.variant), dev_plan.num_splits, dev_plan.keys_per_split,
+             dev_plan.workgroup_size, (unsigned)dev_plan.shared_bytes, dev_plan.reason[0] ? "; " : "",
+             dev_plan.reason);
+    if (bad) pt_fail(pc, &rng, name, "%s (%s)", first, detail);
+    else pt_pass(pc, name, detail);
+    data_free(pc, &d);
+}
+
+/* The --full sweep: the cartesian product of the main dimensions, with the
+ * remaining ones cycled so each takes all its values. */
+static void run_full(parity_ctx *pc) {
+    static const int keys[] = {1, 17, 513, 4099};
+    static const int gqa[] = {1, 4, 8};
+    static const int dims[] = {64, 128, 256};
+    static const qattn_dtype dts[] = {BF, FN, FNUZ, I8};
+    static const int rows[] = {1, 3, 8};
+    static const int splits[] = {0, 1, 8, 64};
+    int idx = 0;
+    for (int ki = 0; ki < 4; ++ki)
+        for (int gi = 0; gi < 3; ++gi)
+            for (int di = 0; di < 3; ++di)
+                for (int ti = 0; ti < 4; ++ti)
+                    for (int ri = 0; ri < 3; ++ri) {
+                        decode_case c;
+                        c.B = idx % 2 ? 5 : 1;
+                        c.R = rows[ri];
+                        c.Hkv = 1 + idx % 2;
+                        c.G = gqa[gi];
+                        c.D = dims[di];
+                        c.dt = dts[ti];
+                        c.page = idx % 3 ? 16 : 1;
+                        c.keys = keys[ki];
+                        c.window = idx % 4 == 1 ? 2 * (idx % 50) + 1 : -1;
+                        c.softcap = idx % 5 == 2;
+                        c.sinks = idx % 3 == 1;
+                        c.lse = idx % 7 != 3;
+                        c.layout = idx % 4;
+                        c.splits = splits[idx % 4];
+                        run_case(pc, &c, idx++);
+                    }
+}
+
+static void run_decode(parity_ctx *pc) {
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; ++i) run_case(pc, &CASES[i], (int)i);
+    if (pc->full) run_full(pc);
+}
+
+const parity_op parity_op_decode = {"decode", run_decode};

@@ -1,0 +1,23 @@
+# Vulkan backend tests: the parity suite (tests/parity/) against the CPU
+# reference, with the Khronos validation layer on (any message fails). Where
+# Mesa's lavapipe is installed, the tests see only it (VK_DRIVER_FILES), so
+# CI needs no GPU. Without a Vulkan device they exit 77 (skipped).
+# The default suite runs in a few minutes on 2 cores; the larger sweep has
+# the label "full" (ctest -L full; exclude it with ctest -LE full).
+include(${CMAKE_CURRENT_LIST_DIR}/parity/parity.cmake)
+if(QATTN_HAVE_VULKAN)
+  find_file(QATTN_LVP_ICD NAMES lvp_icd.json lvp_icd.x86_64.json
+            PATHS /usr/share/vulkan/icd.d /usr/local/share/vulkan/icd.d NO_DEFAULT_PATH)
+  set(_vk_env "")
+  if(QATTN_LVP_ICD)
+    set(_vk_env "VK_DRIVER_FILES=${QATTN_LVP_ICD};VK_ICD_FILENAMES=${QATTN_LVP_ICD}")
+  endif()
+  foreach(op ${QATTN_PARITY_OPS})
+    add_test(NAME parity_vulkan_${op} COMMAND qattn_parity --backend vulkan --op ${op})
+    set_tests_properties(parity_vulkan_${op} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
+                         LABELS "vulkan;parity" ENVIRONMENT "${_vk_env}")
+  endforeach()
+  add_test(NAME parity_vulkan_full COMMAND qattn_parity --backend vulkan --full)
+  set_tests_properties(parity_vulkan_full PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 7200
+                       LABELS "vulkan;parity;full" ENVIRONMENT "${_vk_env}")
+endif()
