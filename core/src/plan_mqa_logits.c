@@ -141,18 +141,29 @@ static int64_t coopmat_shared(const cm_geom *g, int64_t D) {
     return kbuf * 2 + scratch * 4 + bn * 4 /* |k_scale| */ + rows * 8 /* windows */;
 }
 
-static int has_f16_coopmat(const qattn_device_caps *c) {
-    if (!(c->features & QATTN_FEAT_COOPMAT)) return 0;
+/* The matrix-unit shape the coopmat kernel uses: an f16 x f16 -> f32
+ * subgroup shape whose M, N and K divide 16 (the kernel composes 16 x 16 x 16
+ * blocks from it), the largest one listed (16x16x16 on NVIDIA and AMD, 8x8x8
+ * on lavapipe). The Vulkan backend applies the same rule
+ * (backend_vulkan/vk_mqa_logits.c). Returns 0 when none is listed. */
+static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *out) {
+    int found = 0;
     for (int32_t i = 0; i < c->n_matrix_shapes && i < QATTN_MAX_MATRIX_SHAPES; ++i) {
         const qattn_matrix_shape *m = &c->matrix_shapes[i];
-        if (m->m == 16 && m->n == 16 && m->k == 16 && m->a_type == QATTN_F16 &&
-            m->c_type == QATTN_F32)
-            return 1;
+        if (m->a_type != QATTN_F16 || m->c_type != QATTN_F32) continue;
+        if ((m->m != 8 && m->m != 16) || (m->n != 8 && m->n != 16) || (m->k != 8 && m->k != 16))
+            continue;
+        if (!found || m->m * m->n * m->k > out->m * out->n * out->k ||
+            (m->m * m->n * m->k == out->m * out->n * out->k && m->m > out->m)) {
+            *out = *m;
+            found = 1;
+        }
     }
-    return 0;
+    return found;
 }
 
 /* Coopmat geometry, or 0 with the reason in why.
+ * - Shape: pick_coopmat_shape(); the geometry below counts in 16-blocks.
  * - Subgroup: 32 lanes where the device can run them (the matrix shapes of
  *   RDNA and NVIDIA are reported for 32), else its only width.
  * - MT (16-pair m-tiles of q per subgroup) from the register budget: q stays
@@ -168,8 +179,9 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
         snprintf(why, n, "coopmat: device has no cooperative matrices");
         return 0;
     }
-    if (!has_f16_coopmat(c)) {
-        snprintf(why, n, "coopmat: device lists no f16 x f16 -> f32 16x16x16 matrix shape");
+    qattn_matrix_shape shape;
+    if (!pick_coopmat_shape(c, &shape)) {
+        snprintf(why, n, "coopmat: device lists no f16 x f16 -> f32 matrix shape with M, N, K in {8, 16}");
         return 0;
     }
     if (s->H % 16 != 0) {
@@ -179,8 +191,8 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
     int64_t sg;
     if (c->subgroup_size_min <= 32 && 32 <= c->subgroup_size_max) sg = 32;
     else sg = c->subgroup_size_max;
-    if (sg < 16 || sg > 128) {
-        snprintf(why, n, "coopmat: subgroup size %" PRId64 " unsupported (16..128)", sg);
+    if (sg < 4 || sg > 128) {
+        snprintf(why, n, "coopmat: subgroup size %" PRId64 " unsupported (4..128)", sg);
         return 0;
     }
     if (c->subgroup_size_min != c->subgroup_size_max &&
@@ -411,10 +423,19 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
         /* coopmat -> staged -> direct; the first whose gate passes wins. */
         static const qattn_mqa_variant chain[] = {QATTN_MQA_COOPMAT, QATTN_MQA_STAGED};
         p.variant = QATTN_MQA_DIRECT;
+        qattn_matrix_shape shape;
         if (s.S < MIN_ROWS_STAGED) {
             add_reason(&p, "direct: %" PRId64 " rows < %d", s.S, MIN_ROWS_STAGED);
         } else {
             for (size_t i = 0; i < sizeof chain / sizeof chain[0]; ++i) {
+                /* 8-row matrix shapes are what emulating implementations
+                 * (lavapipe) offer, where the staged path is faster: AUTO
+                 * takes coopmat only with 16-row shapes; a pin takes any. */
+                if (chain[i] == QATTN_MQA_COOPMAT && pick_coopmat_shape(caps, &shape) && shape.m < 16) {
+                    add_reason(&p, "coopmat: only %ux%ux%u matrix shapes (AUTO wants 16 rows)",
+                               (unsigned)shape.m, (unsigned)shape.n, (unsigned)shape.k);
+                    continue;
+                }
                 if (fill_variant(caps, &s, chain[i], opt.rows_per_subgroup, &p, why, sizeof why)) {
                     p.variant = chain[i];
                     break;

@@ -1,0 +1,209 @@
+#version 450
+// FP8 MQA logits (spec 3) on cooperative matrices: q.k as f16 x f16 -> f32
+// matrix products. fp8 codes decode to f16 exactly (every e4m3 fn/fnuz value
+// is an f16 normal or zero), so only the accumulation order differs from
+// the reference.
+//
+// Layout. The workgroup's rows x heads form (row, head) pairs; subgroup s
+// holds 16*MT consecutive pairs (MT m-groups of 16, never straddling a row)
+// of q as A fragments in registers for the whole KV range. Each KV tile of
+// 16*NT columns is decoded once into shared memory (f16, column-major for B)
+// and every subgroup multiplies its pairs by all of it.
+//
+// Epilogue, per tile: acc[pair, col] is turned into w[pair] * max(0, acc)
+// element-wise against an accumulator-shaped matrix of the weights (so no
+// knowledge of the implementation's element layout is needed), the m-tiles
+// of one row are summed element-wise, and the per-row TM x BN partials go to
+// shared memory where one thread per (row, column) adds the TM rows (and the
+// other subgroups of that row) and scales by |k_scale|. A negative k_scale
+// is folded into the decoded key's sign, since max(0, s x) = |s| max(0,
+// sign(s) x).
+//
+// Hardware tiles are TM x TN x TK (spec constants, dividing 16): 16x16x16 on
+// NVIDIA/AMD, 8x8x8 on lavapipe; a logical 16-block is (16/TM) x (16/TN).
+// Rows past S are zero in q and never written; windows, clean_logits and
+// KV slices are handled as in mqa_logits_simt.comp.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "common.glsl"
+#include "mqa_logits_common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 10) const int MT = 2;     // 16-pair m-groups per subgroup
+layout(constant_id = 11) const int NT = 4;     // 16-column n-groups per tile (KT = 16 NT)
+layout(constant_id = 12) const int HEADS = 64; // H (pairs -> rows)
+layout(constant_id = 13) const int TM = 16;    // hardware matrix shape
+layout(constant_id = 14) const int TN = 16;
+layout(constant_id = 15) const int TK = 16;
+
+const int NTH = NSG * SG;
+const int PAIRS = 16 * MT;                 // (row, head) pairs per subgroup
+const int SPR = HEADS > PAIRS ? HEADS / PAIRS : 1; // subgroups per row
+const int RPSG = PAIRS > HEADS ? PAIRS / HEADS : 1; // rows per subgroup
+const int RPW = NSG / SPR * RPSG;          // rows per workgroup
+const int BN = 16 * NT;                    // KV columns per tile (== KT)
+const int KROW = D + 8;                    // f16 per key row in shared (padded)
+const int QROW = 64 + 8;                   // f16 per q row of a staging chunk
+const int MH = PAIRS / TM;                 // hardware m-tiles per subgroup
+const int NH = BN / TN;                    // hardware n-tiles per tile
+const int KH = D / TK;                     // hardware k-steps
+const int MH_ROW = MH / RPSG;              // hardware m-tiles per row held
+
+const int KBUF = BN * KROW > NSG * 16 * QROW ? BN * KROW : NSG * 16 * QROW;
+shared float16_t kbuf[KBUF];               // key tile, or q chunks before the KV loop
+shared float scratch[NSG * RPSG * TM * BN]; // per (subgroup, row) TM x BN partials
+shared float sabs[BN];                     // |k_scale| of the tile's columns
+shared ivec2 swin[RPW];                    // the workgroup rows' windows
+
+#define ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
+#define MATA coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
+#define MATB coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
+
+void main() {
+    const int tid = int(gl_LocalInvocationID.x);
+    const int sub = int(gl_SubgroupID), lane = int(gl_SubgroupInvocationID);
+    const ivec2 st = mqa_slice_tiles(int(gl_WorkGroupID.y), int(gl_NumWorkGroups.y), pc.tiles);
+    const int c_lo = st.x * BN, c_hi = min(st.y * BN, pc.S_kv);
+    const int sbase = sub * RPSG * TM * BN; // this subgroup's scratch
+
+    MATA qa[MH * KH];
+    ACC wm[MH];
+    ACC acc[MH * NH];
+
+    for (int rb = int(gl_WorkGroupID.x); rb < pc.row_blocks; rb += int(gl_NumWorkGroups.x)) {
+        const int row0 = rb * RPW;
+        barrier(); // the previous block's readers of swin/scratch/kbuf are done
+        for (int r = tid; r < RPW; r += NTH)
+            swin[r] = row0 + r < pc.S ? mqa_window(row0 + r) : ivec2(0);
+        // q of this subgroup's pairs -> f16 A fragments, 16 pairs x 64 dims
+        // at a time through shared memory.
+        for (int mg = 0; mg < MT; ++mg) {
+            for (int dc = 0; dc < D / 64; ++dc) {
+                barrier();
+                for (int idx = lane; idx < 16 * 4; idx += SG) {
+                    const int i = idx >> 2, c16 = idx & 3;
+                    const int p = sub * PAIRS + mg * 16 + i;
+                    const int row = row0 + p / HEADS, head = p % HEADS;
+                    uvec4 w = uvec4(0u);
+                    if (row < pc.S)
+                        w = mqa_load16(mqa_row(pc.q, row, pc.q_row, 1u) +
+                                       uint64_t(head * pc.q_head + dc * 64 + c16 * 16));
+                    const int o = sub * 16 * QROW + i * QROW + c16 * 16;
+                    [[unroll]] for (int e = 0; e < 4; ++e) {
+                        const vec4 v = mqa_decode4(w[e], Q_FNUZ);
+                        [[unroll]] for (int x = 0; x < 4; ++x) kbuf[o + 4 * e + x] = float16_t(v[x]);
+                    }
+                }
+                barrier();
+                [[unroll]] for (int sm = 0; sm < 16 / TM; ++sm)
+                    [[unroll]] for (int kk = 0; kk < 64 / TK; ++kk)
+                        coopMatLoad(qa[(mg * (16 / TM) + sm) * KH + dc * (64 / TK) + kk], kbuf,
+                                    sub * 16 * QROW + sm * TM * QROW + kk * TK, QROW,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+            }
+        }
+        // Weights as accumulator-shaped matrices: W[r][c] = w[pair r].
+        for (int mh = 0; mh < MH; ++mh) {
+            for (int x = lane; x < TM * TN; x += SG) {
+                const int p = sub * PAIRS + mh * TM + x / TN;
+                const int row = row0 + p / HEADS, head = p % HEADS;
+                scratch[sbase + x] =
+                    row < pc.S ? RefF32(mqa_row(pc.weights, row, pc.w_row, 4u)).v[head * pc.w_head] : 0.0;
+            }
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            coopMatLoad(wm[mh], scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+        }
+        barrier(); // swin visible
+        // Tiles meeting the union of the rows' windows.
+        int ulo = pc.S_kv, uhi = 0;
+        for (int r = 0; r < RPW; ++r) {
+            if (swin[r].x < swin[r].y) {
+                ulo = min(ulo, swin[r].x);
+                uhi = max(uhi, swin[r].y);
+            }
+        }
+        int tf = st.x, tl = st.x;
+        if (ulo < uhi) {
+            tf = max(st.x, ulo / BN);
+            tl = max(tf, min(st.y, (uhi + BN - 1) / BN));
+        }
+        if (pc.clean != 0) {
+            for (int r = 0; r < RPW && row0 + r < pc.S; ++r) {
+                mqa_fill_neg_inf(row0 + r, c_lo, min(tf * BN, c_hi), tid, NTH);
+                mqa_fill_neg_inf(row0 + r, max(tl * BN, c_lo), c_hi, tid, NTH);
+            }
+        }
+        for (int t = tf; t < tl; ++t) {
+            barrier(); // kbuf (q chunks or the last tile) and scratch are free
+            // Decode the key tile: thread -> (column, 16-code chunk), chunk
+            // fastest so neighbours read neighbouring bytes of one key row.
+            for (int idx = tid; idx < BN * (D / 16); idx += NTH) {
+                const int col = idx / (D / 16), dc = idx % (D / 16), j = t * BN + col;
+                uvec4 w = uvec4(0u);
+                float s = 0.0;
+                if (j < pc.S_kv) {
+                    w = mqa_load16(mqa_row(pc.k, j, pc.k_row, 1u) + uint64_t(dc * 16));
+                    s = RefF32(mqa_row(pc.k_scale, j, pc.scale_stride, 4u)).v[0];
+                }
+                const float sgn = s < 0.0 ? -1.0 : 1.0;
+                const int o = col * KROW + dc * 16;
+                [[unroll]] for (int e = 0; e < 4; ++e) {
+                    const vec4 v = mqa_decode4(w[e], K_FNUZ) * sgn;
+                    [[unroll]] for (int x = 0; x < 4; ++x) kbuf[o + 4 * e + x] = float16_t(v[x]);
+                }
+                if (dc == 0) sabs[col] = abs(s);
+            }
+            barrier();
+            [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
+            for (int kh = 0; kh < KH; ++kh) {
+                MATB kb[NH];
+                [[unroll]] for (int nh = 0; nh < NH; ++nh)
+                    coopMatLoad(kb[nh], kbuf, nh * TN * KROW + kh * TK, KROW,
+                                gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (int mh = 0; mh < MH; ++mh)
+                    [[unroll]] for (int nh = 0; nh < NH; ++nh)
+                        acc[mh * NH + nh] = coopMatMulAdd(qa[mh * KH + kh], kb[nh], acc[mh * NH + nh]);
+            }
+            // w * max(0, acc), summed over the m-tiles of each row held.
+            [[unroll]] for (int rr = 0; rr < RPSG; ++rr) {
+                [[unroll]] for (int nh = 0; nh < NH; ++nh) {
+                    ACC part = ACC(0.0);
+                    [[unroll]] for (int m = 0; m < MH_ROW; ++m) {
+                        const int mh = rr * MH_ROW + m;
+                        ACC a = acc[mh * NH + nh];
+                        for (int e = 0; e < a.length(); ++e) part[e] += wm[mh][e] * max(a[e], 0.0);
+                    }
+                    coopMatStore(part, scratch, sbase + rr * TM * BN + nh * TN, BN,
+                                 gl_CooperativeMatrixLayoutRowMajor);
+                }
+            }
+            barrier();
+            // One thread per (row, column): add the TM partial rows of every
+            // subgroup holding the row, scale by |k_scale|, apply the window.
+            for (int x = tid; x < RPW * BN; x += NTH) {
+                const int r = x / BN, col = x % BN, j = t * BN + col;
+                if (row0 + r >= pc.S || j >= c_hi) continue;
+                const ivec2 w = swin[r];
+                float v;
+                if (j >= w.x && j < w.y) {
+                    // Row r lives in subgroups s0 .. s0+SPR-1 as their row rr.
+                    const int s0 = (r / RPSG) * SPR, rr = r % RPSG;
+                    float sum = 0.0;
+                    for (int s = s0; s < s0 + SPR; ++s)
+                        for (int i = 0; i < TM; ++i) sum += scratch[(s * RPSG + rr) * TM * BN + i * BN + col];
+                    v = sabs[col] * sum;
+                } else if (pc.clean != 0) {
+                    v = uintBitsToFloat(0xFF800000u);
+                } else {
+                    continue;
+                }
+                RefF32(mqa_row(pc.logits, row0 + r, pc.l_row, 4u)).v[j] = v;
+            }
+        }
+    }
+}
