@@ -1,0 +1,256 @@
+/*
+ * The portable device layer of the HIP kernels: thread/block indices,
+ * barriers, lane shuffles and math, written once for the two compilers that
+ * build these sources.
+ *
+ * - AMD (clang -x hip, device-only, -nogpuinc -nogpulib): everything comes
+ *   from clang builtins, so the code objects need neither HIP's headers nor
+ *   ROCm's device libraries. That is what lets CI build gfx1200/gfx1201 with
+ *   a clang whose device libraries predate RDNA4 (environment.md).
+ * - NVIDIA (nvcc -x cu): CUDA's own built-ins.
+ *
+ * Kernels never read blockDim/gridDim: the host passes every extent in the
+ * parameter block, so no implicit kernel argument is needed on AMD either.
+ */
+#ifndef QH_DEVICE_H
+#define QH_DEVICE_H
+
+#include <stdint.h>
+
+#if defined(__AMDGCN__) || defined(__AMDGPU__)
+#define QH_AMD 1
+#elif defined(__CUDACC__)
+#define QH_NVIDIA 1
+#endif
+
+/* Which AMD ISA family the device pass targets (clang defines __gfxNNN__). */
+#if defined(__gfx942__)
+#define QH_GFX942 1
+#endif
+#if defined(__gfx1200__) || defined(__gfx1201__)
+#define QH_GFX12 1
+#endif
+
+/* ---- language attributes (HIP headers are not included on AMD) ---- */
+#if defined(QH_AMD)
+#ifndef __global__
+#define __global__ __attribute__((global))
+#endif
+#ifndef __device__
+#define __device__ __attribute__((device))
+#endif
+#ifndef __shared__
+#define __shared__ __attribute__((shared))
+#endif
+#ifndef __forceinline__
+#define __forceinline__ inline __attribute__((always_inline))
+#endif
+/* Largest block the kernel is launched with: lets the register allocator use
+ * the budget that block size really leaves (the default assumes 1024). */
+#define QH_LAUNCH_BOUNDS(n) __attribute__((amdgpu_flat_work_group_size(1, n)))
+/* A kernel that promises `w` waves per SIMD: the compiler must fit in the
+ * registers that occupancy leaves, and the qualification test checks it. */
+#define QH_WAVES_PER_SIMD(w) __attribute__((amdgpu_waves_per_eu(w)))
+#define QH_WAVE __AMDGCN_WAVEFRONT_SIZE
+#else
+#define QH_LAUNCH_BOUNDS(n) __launch_bounds__(n)
+#define QH_WAVES_PER_SIMD(w)
+#define QH_WAVE 32
+#endif
+
+#define QH_DEV static __device__ __forceinline__
+/* Every kernel is extern "C": the runtime finds it in the code object by
+ * its plain name (hipModuleGetFunction / cudaLibraryGetKernel). */
+#define QH_KERNEL extern "C" __global__
+
+/* ---- indices ---- */
+QH_DEV uint32_t qh_tid(void) {
+#if defined(QH_AMD)
+    return __builtin_amdgcn_workitem_id_x();
+#else
+    return threadIdx.x;
+#endif
+}
+QH_DEV uint32_t qh_bid_x(void) {
+#if defined(QH_AMD)
+    return __builtin_amdgcn_workgroup_id_x();
+#else
+    return blockIdx.x;
+#endif
+}
+QH_DEV uint32_t qh_bid_y(void) {
+#if defined(QH_AMD)
+    return __builtin_amdgcn_workgroup_id_y();
+#else
+    return blockIdx.y;
+#endif
+}
+QH_DEV uint32_t qh_bid_z(void) {
+#if defined(QH_AMD)
+    return __builtin_amdgcn_workgroup_id_z();
+#else
+    return blockIdx.z;
+#endif
+}
+QH_DEV uint32_t qh_lane(void) {
+#if defined(QH_AMD)
+#if QH_WAVE == 64
+    return __builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u));
+#else
+    return __builtin_amdgcn_mbcnt_lo(~0u, 0u);
+#endif
+#else
+    return threadIdx.x & 31u;
+#endif
+}
+
+/* Marks a value the whole wave shares (e.g. the wave index) as uniform, so
+ * the AMD compiler keeps it and what derives from it in scalar registers
+ * and may use scalar loads for wave-uniform addresses. */
+QH_DEV int32_t qh_uniform(int32_t v) {
+#if defined(QH_AMD)
+    return __builtin_amdgcn_readfirstlane(v);
+#else
+    return v;
+#endif
+}
+
+/* The opposite: hides that a value is wave-uniform, so loads addressed by
+ * it use vector registers. For inner loops whose uniform operands would
+ * otherwise exhaust the scalar register file (wave64 has 102 SGPRs, and a
+ * spill is a qualification failure). */
+QH_DEV int32_t qh_as_vector(int32_t v) {
+#if defined(QH_AMD)
+    __asm__ volatile("" : "+v"(v));
+#endif
+    return v;
+}
+
+/* ---- barriers ---- */
+/* Workgroup barrier with the LDS ordering __syncthreads gives. */
+QH_DEV void qh_barrier(void) {
+#if defined(QH_AMD)
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+    __builtin_amdgcn_s_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+#else
+    __syncthreads();
+#endif
+}
+/* Orders one wave's own LDS writes before its later LDS reads (per-wave
+ * staging areas need no workgroup barrier). */
+QH_DEV void qh_wave_sync(void) {
+#if defined(QH_AMD)
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#else
+    __syncwarp();
+#endif
+}
+
+/* ---- math ----
+ * Plain IEEE f32 everywhere: no fast-math reciprocal or approximate divide,
+ * because the KV store must reproduce the reference's codes bit for bit. */
+QH_DEV float qh_expf(float x) {
+#if defined(QH_AMD)
+    return __builtin_expf(x);
+#else
+    return expf(x);
+#endif
+}
+QH_DEV float qh_logf(float x) {
+#if defined(QH_AMD)
+    return __builtin_logf(x);
+#else
+    return logf(x);
+#endif
+}
+#if defined(QH_AMD)
+QH_DEV float qh_rintf(float x) { return __builtin_rintf(x); }
+QH_DEV float qh_fabsf(float x) { return __builtin_fabsf(x); }
+QH_DEV float qh_fmaxf(float a, float b) { return __builtin_fmaxf(a, b); }
+QH_DEV float qh_fminf(float a, float b) { return __builtin_fminf(a, b); }
+QH_DEV int qh_isnan(float x) { return __builtin_isnan(x); }
+#else
+QH_DEV float qh_rintf(float x) { return rintf(x); }
+QH_DEV float qh_fabsf(float x) { return fabsf(x); }
+QH_DEV float qh_fmaxf(float a, float b) { return fmaxf(a, b); }
+QH_DEV float qh_fminf(float a, float b) { return fminf(a, b); }
+QH_DEV int qh_isnan(float x) { return isnan(x); }
+#endif
+QH_DEV float qh_neg_inf(void) { return -__builtin_huge_valf(); }
+template <typename T> QH_DEV T qh_min(T a, T b) { return a < b ? a : b; }
+template <typename T> QH_DEV T qh_max(T a, T b) { return a < b ? b : a; }
+
+/* tanh from one exp, the same formula on every target so soft-capped
+ * logits agree across platforms (|error| ~ 1e-7 absolute, far inside the
+ * decode tolerance after the cap's scaling). */
+QH_DEV float qh_tanhf(float x) {
+    float a = qh_fabsf(x);
+    float t = 1.0f - 2.0f / (qh_expf(2.0f * a) + 1.0f);
+    return x < 0.0f ? -t : t;
+}
+
+/* ---- lane exchange ---- */
+QH_DEV uint32_t qh_shfl_u32(uint32_t v, uint32_t src_lane) {
+#if defined(QH_AMD)
+    return (uint32_t)__builtin_amdgcn_ds_bpermute((int)(src_lane << 2), (int)v);
+#else
+    return __shfl_sync(0xffffffffu, v, src_lane);
+#endif
+}
+QH_DEV float qh_bits_f32(uint32_t u) {
+#if defined(QH_AMD)
+    return __builtin_bit_cast(float, u);
+#else
+    return __uint_as_float(u);
+#endif
+}
+QH_DEV uint32_t qh_f32_bits(float f) {
+#if defined(QH_AMD)
+    return __builtin_bit_cast(uint32_t, f);
+#else
+    return __float_as_uint(f);
+#endif
+}
+QH_DEV float qh_shfl_f32(float v, uint32_t src_lane) {
+    return qh_bits_f32(qh_shfl_u32(qh_f32_bits(v), src_lane));
+}
+QH_DEV float qh_shfl_xor_f32(float v, uint32_t mask) {
+#if defined(QH_AMD)
+    return qh_shfl_f32(v, qh_lane() ^ mask);
+#else
+    return __shfl_xor_sync(0xffffffffu, v, mask);
+#endif
+}
+QH_DEV float qh_wave_max(float v) {
+    for (uint32_t m = QH_WAVE / 2; m > 0; m >>= 1) v = qh_fmaxf(v, qh_shfl_xor_f32(v, m));
+    return v;
+}
+QH_DEV float qh_wave_sum(float v) {
+    for (uint32_t m = QH_WAVE / 2; m > 0; m >>= 1) v += qh_shfl_xor_f32(v, m);
+    return v;
+}
+
+QH_DEV float qh_bf16_to_f32(uint16_t b) { return qh_bits_f32((uint32_t)b << 16); }
+/* Round to nearest even; NaN stays a quiet NaN (spec section 1). */
+QH_DEV uint16_t qh_f32_to_bf16(float f) {
+    uint32_t u = qh_f32_bits(f);
+    if (qh_isnan(f)) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+/* Aligned vector words for wide loads (the compilers turn a copy of these
+ * into one 8- or 16-byte load); defined here because neither HIP's nor
+ * CUDA's vector types are available on both sides. */
+struct alignas(8) qh_u32x2 {
+    uint32_t x, y;
+};
+struct alignas(16) qh_u32x4 {
+    uint32_t x, y, z, w;
+};
+
+
+#endif /* QH_DEVICE_H */

@@ -1,0 +1,148 @@
+/*
+ * Number-format primitives of the HIP kernels (spec section 1).
+ *
+ * Decoding: four fp8 codes arrive in one 32-bit word (byte i = element i).
+ *   gfx942 and gfx12 have a native packed converter, v_cvt_pk_f32_fp8, that
+ *   turns two codes (one 16-bit half of the word, chosen by the word-select
+ *   operand) into two f32. Its input format is the target's native fp8:
+ *     gfx942: E4M3 FNUZ (bias 8)       gfx12: OCP E4M3 FN (bias 7)
+ *   The other format goes through exact bit arithmetic, except fn codes on
+ *   gfx942, which use the spec-1 re-encoding: the same bytes read as fnuz
+ *   after 0x80 -> 0x00 and NaN -> 0x80 are exactly half the fn value, so the
+ *   kernel doubles the scale it multiplies by (qh_fp8_factor).
+ *   Everywhere else (NVIDIA) both formats use the bit arithmetic.
+ * Encoding (KV store): RNE with satfinite, bit-exact with the reference
+ *   encoder in core/src/convert.c; done in integer/f32 arithmetic on every
+ *   target so no converter's rounding or NaN convention can differ.
+ */
+#ifndef QH_FP8_H
+#define QH_FP8_H
+
+#include "qh_device.h"
+#include "qh_params.h" /* QH_BF16, QH_FN, QH_FNUZ, QH_I8 */
+
+/* ---- exact bit-arithmetic decode of one E4M3 code ---- */
+template <int FMT> QH_DEV float qh_fp8_decode_bits(uint32_t c) {
+    constexpr uint32_t bias = FMT == QH_FN ? 7u : 8u;
+    /* subnormal quantum 2^(1 - bias - 3) */
+    constexpr float sub = FMT == QH_FN ? 1.0f / 512.0f : 1.0f / 1024.0f;
+    const uint32_t mag = c & 0x7Fu;
+    float v = (mag >> 3) == 0 ? (float)mag * sub
+                              : qh_bits_f32((mag << 20) + ((127u - bias) << 23));
+    if (c & 0x80u) v = -v;
+    const bool nan = FMT == QH_FN ? mag == 0x7Fu : c == 0x80u;
+    return nan ? __builtin_nanf("") : v;
+}
+
+/* The fn -> fnuz re-encoding of four codes at once (spec 1): bytes 0x80
+ * become 0x00, bytes 0x7F/0xFF (fn NaN) become 0x80 (fnuz NaN), all others
+ * stay. Read as fnuz, the result is exactly half the fn value. */
+QH_DEV uint32_t qh_fn_to_fnuz_x4(uint32_t w) {
+    const uint32_t low7 = w & 0x7F7F7F7Fu;
+    const uint32_t nan_hi = (low7 + 0x01010101u) & 0x80808080u;   /* low7 == 0x7F */
+    const uint32_t nonzero_hi = (low7 + 0x7F7F7F7Fu) & 0x80808080u; /* low7 != 0 */
+    const uint32_t negzero_hi = w & 0x80808080u & ~nonzero_hi;
+    const uint32_t nan_full = (nan_hi >> 7) * 0xFFu;
+    return (w & ~negzero_hi & ~nan_full) | nan_hi;
+}
+
+/* Which path a format takes on this target. */
+template <int FMT> struct qh_fp8_path {
+#if defined(QH_GFX942)
+    static constexpr bool native = true; /* fnuz native, fn re-encoded */
+    static constexpr bool reencode = FMT == QH_FN;
+#elif defined(QH_GFX12)
+    static constexpr bool native = FMT == QH_FN;
+    static constexpr bool reencode = false;
+#else
+    static constexpr bool native = false;
+    static constexpr bool reencode = false;
+#endif
+};
+
+/* The factor by which decoded values must be multiplied (folded into the
+ * per-token scale by callers): 2 for re-encoded fn on gfx942, else 1. */
+template <int FMT> QH_DEV constexpr float qh_fp8_factor() {
+    return qh_fp8_path<FMT>::reencode ? 2.0f : 1.0f;
+}
+
+/* Four codes of one word -> four f32 (times 1/qh_fp8_factor). */
+template <int FMT> QH_DEV void qh_fp8x4_to_f32(uint32_t w, float out[4]) {
+#if defined(QH_GFX942) || defined(QH_GFX12)
+    if constexpr (qh_fp8_path<FMT>::native) {
+        if constexpr (qh_fp8_path<FMT>::reencode) w = qh_fn_to_fnuz_x4(w);
+        typedef float v2f __attribute__((ext_vector_type(2)));
+        v2f lo = __builtin_amdgcn_cvt_pk_f32_fp8((int)w, false); /* bytes 0, 1 */
+        v2f hi = __builtin_amdgcn_cvt_pk_f32_fp8((int)w, true);  /* bytes 2, 3 */
+        out[0] = lo.x;
+        out[1] = lo.y;
+        out[2] = hi.x;
+        out[3] = hi.y;
+        return;
+    }
+#endif
+    for (int i = 0; i < 4; ++i) out[i] = qh_fp8_decode_bits<FMT>((w >> (8 * i)) & 0xFFu);
+}
+
+/* Four consecutive KV elements as f32 (fp8: times 1/qh_fp8_factor). The
+ * raw bytes come from one aligned load when `vec` (4 bytes for 8-bit
+ * formats, 8 for bf16) or from single bytes otherwise; either way the same
+ * conversion follows, so an unaligned cache costs loads, not a second copy
+ * of the math. */
+template <int FMT> QH_DEV void qh_kv_load4(const uint8_t *p, bool vec, float out[4]) {
+    if constexpr (FMT == QH_BF16) {
+        uint32_t w0, w1;
+        if (vec) {
+            const qh_u32x2 w = *(const qh_u32x2 *)p;
+            w0 = w.x;
+            w1 = w.y;
+        } else {
+            w0 = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+            w1 = (uint32_t)p[4] | ((uint32_t)p[5] << 8) | ((uint32_t)p[6] << 16) | ((uint32_t)p[7] << 24);
+        }
+        out[0] = qh_bits_f32(w0 << 16);
+        out[1] = qh_bits_f32(w0 & 0xFFFF0000u);
+        out[2] = qh_bits_f32(w1 << 16);
+        out[3] = qh_bits_f32(w1 & 0xFFFF0000u);
+    } else {
+        const uint32_t w = vec ? *(const uint32_t *)p
+                               : (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+                                     ((uint32_t)p[3] << 24);
+        if constexpr (FMT == QH_I8) {
+            for (int i = 0; i < 4; ++i) out[i] = (float)(int8_t)(w >> (8 * i));
+        } else {
+            qh_fp8x4_to_f32<FMT>(w, out);
+        }
+    }
+}
+
+/* ---- encoding (KV store) ---- */
+/* f32 -> fp8 code, RNE, satfinite; NaN -> 0x7F (fn) / 0x80 (fnuz); a value
+ * that rounds to zero keeps its sign in fn (0x80) and is 0x00 in fnuz. */
+template <int FMT> QH_DEV uint32_t qh_f32_to_fp8(float x) {
+    constexpr uint32_t bias = FMT == QH_FN ? 7u : 8u;
+    constexpr uint32_t max_code = FMT == QH_FN ? 0x7Eu : 0x7Fu;
+    constexpr float max_value = FMT == QH_FN ? 448.0f : 240.0f;
+    /* 2^(1 - bias): the smallest normal; below it the step is 2^(1-bias-3). */
+    constexpr float min_normal = FMT == QH_FN ? 1.0f / 64.0f : 1.0f / 128.0f;
+    constexpr float to_sub_units = FMT == QH_FN ? 512.0f : 1024.0f;
+    if (qh_isnan(x)) return FMT == QH_FN ? 0x7Fu : 0x80u;
+    const uint32_t neg = qh_f32_bits(x) >> 31;
+    const float a = qh_fabsf(x);
+    uint32_t c;
+    if (a >= max_value) {
+        c = max_code; /* infinity too: the format has none */
+    } else if (a < min_normal) {
+        c = (uint32_t)qh_rintf(a * to_sub_units); /* exact scaling, RNE */
+    } else {
+        const uint32_t u = qh_f32_bits(a);
+        /* keep 3 mantissa bits, ties to even, carry into the exponent */
+        const uint32_t r = (u + 0x7FFFFu + ((u >> 20) & 1u)) >> 20;
+        c = r - ((127u - bias) << 3);
+    }
+    if (c > max_code) c = max_code;
+    if (FMT == QH_FNUZ && c == 0) return 0u;
+    return (neg << 7) | c;
+}
+
+#endif /* QH_FP8_H */

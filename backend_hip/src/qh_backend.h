@@ -1,0 +1,70 @@
+/*
+ * The HIP backend's instance and what its source files share: the device,
+ * the caller's stream, the loaded modules and one function handle per
+ * kernel of qh_kernels.def. Not installed.
+ */
+#ifndef QH_BACKEND_H
+#define QH_BACKEND_H
+
+#include <stdint.h>
+
+#include "qattn/backend.h"
+#include "qh_platform.h"
+
+enum qh_kernel_id {
+#define QH_KERNEL_SPEC(name, source, targets, waves, insn942, insn12) QH_K_##name,
+#include "qh_kernels.def"
+#undef QH_KERNEL_SPEC
+    QH_K_COUNT
+};
+
+#define QH_MAX_MODULES 8
+#define QH_MSG_BYTES 512
+
+typedef struct qh_backend {
+    int device;
+    int target;          /* QH_T_GFX942, QH_T_GFX12 or QH_T_NV */
+    int wave;            /* wave / warp size */
+    hipStream_t stream;  /* the caller's (qattn_context_options.stream) */
+    qattn_device_caps caps;
+    hipModule_t modules[QH_MAX_MODULES];
+    int n_modules;
+    hipFunction_t fn[QH_K_COUNT]; /* NULL where the kernel is not built for this target */
+    hipEvent_t ev_start, ev_stop;
+    int timed;           /* an op has recorded both events */
+    char msg[QH_MSG_BYTES];
+} qh_backend;
+
+/* Records a device error (with the runtime's text) and returns
+ * QATTN_ERR_DEVICE; QATTN_OK for hipSuccess. */
+qattn_status qh_check(qh_backend *be, hipError_t e, const char *what);
+/* Records a message and returns s. */
+qattn_status qh_fail(qh_backend *be, qattn_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Launches kernel `k` with one parameter block on the caller's stream;
+ * never waits. */
+qattn_status qh_launch(qh_backend *be, enum qh_kernel_id k, unsigned gx, unsigned gy, unsigned gz,
+                       unsigned block, void *params, const char *what);
+/* Brackets an op's launches with the timing events (last_op_time_ms). */
+qattn_status qh_op_begin(qh_backend *be);
+qattn_status qh_op_end(qh_backend *be);
+
+/* Device address of element 0 of a tensor (0 for an absent operand). */
+static inline uint64_t qh_addr(const qattn_tensor *t) {
+    return t->buffer ? (uint64_t)(uintptr_t)t->buffer->handle + t->offset : 0;
+}
+
+/* Op entry points (hip_decode.c, hip_kv_store.c, hip_mqa_logits.c). */
+int qh_decode_supported(const qh_backend *be, const qattn_decode_plan *plan);
+int qh_mqa_supported(const qh_backend *be, const qattn_mqa_logits_plan *plan);
+qattn_status qh_decode(void *be, const qattn_decode_plan *plan, const qattn_decode_args *args,
+                       const qattn_workspace *ws);
+qattn_status qh_kv_store(void *be, const qattn_kv_store_args *args);
+qattn_status qh_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
+                           const qattn_mqa_logits_args *args, const qattn_workspace *ws);
+
+#endif /* QH_BACKEND_H */

@@ -1,0 +1,48 @@
+/*
+ * qattn's HIP backend (library qattn_hip, CMake target qattn::hip).
+ *
+ * Pass qattn_backend_hip() to qattn_context_create(). The backend runs on
+ * AMD GPUs through ROCm (code objects for gfx942, gfx1200 and gfx1201 are
+ * embedded in the library and chosen by the device's gcnArchName; any other
+ * AMD target makes context creation fail with QATTN_ERR_UNSUPPORTED) or,
+ * when built for the NVIDIA platform, on NVIDIA GPUs through the CUDA
+ * runtime (the same kernel sources with their portable primitives).
+ * docs/hip.md says what was verified on which hardware.
+ *
+ * Streams: set qattn_context_options.stream to a hipStream_t (a
+ * cudaStream_t on the NVIDIA platform); NULL means the default stream.
+ * Ops (qattn_decode_run, qattn_kv_store, qattn_mqa_logits_run) only enqueue
+ * work on that stream and never wait for the device, so they can be
+ * captured in a HIP graph. Buffer uploads and downloads are ordered on the
+ * same stream and complete before they return; qattn_synchronize waits for
+ * the stream; qattn_last_op_time_ms reads the events recorded around the
+ * last op.
+ *
+ * Memory: qattn_buffer_alloc uses hipMalloc. qattn_buffer_wrap(ctx, ptr,
+ * bytes, &buf) wraps a device pointer the caller owns (from hipMalloc, a
+ * framework's allocator, ...); qattn_buffer_free then releases only the
+ * wrapper, never the memory.
+ *
+ * Device selection (qattn_context_options.device): NULL or "" = the
+ * QATTN_HIP_DEVICE environment variable, then device 0; a decimal index;
+ * or a case-insensitive substring of the device name or arch ("gfx942").
+ */
+#ifndef QATTN_HIP_H
+#define QATTN_HIP_H
+
+#include "qattn/qattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The HIP backend's table. Never NULL; whether a device is usable is
+ *  decided by qattn_context_create (QATTN_ERR_BACKEND_UNAVAILABLE without a
+ *  HIP device, QATTN_ERR_UNSUPPORTED for a device this build has no code
+ *  object for). */
+QATTN_API const qattn_backend_iface *qattn_backend_hip(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* QATTN_HIP_H */
