@@ -123,6 +123,28 @@ static qattn_status check_owner(qattn_context *ctx, const qattn_tensor *ts, cons
     return QATTN_OK;
 }
 
+/* The checks every planned op shares once its plan matches its args: the
+ * plan fits this device, the workspace is there, and the backend has the op
+ * and can run this plan. `has_slot` is whether the op's entry point exists. */
+static qattn_status check_plan_launch(qattn_context *ctx, qattn_op op, const char *op_name,
+                                      const void *plan, const char *variant, uint32_t shared_bytes,
+                                      uint64_t workspace_bytes, int has_slot, qattn_buffer *workspace,
+                                      uint64_t workspace_offset, qattn_workspace *ws) {
+    if (shared_bytes > ctx->caps.max_shared_bytes)
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "plan: shared_bytes %u exceed this device's %u (plan made for another device?)",
+                           (unsigned)shared_bytes, (unsigned)ctx->caps.max_shared_bytes);
+    qattn_status s = resolve_workspace(ctx, workspace_bytes, workspace, workspace_offset, ws);
+    if (s != QATTN_OK) return s;
+    if (!has_slot)
+        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "%s: the %s backend has no %s op", op_name,
+                           ctx->iface->name, op_name);
+    if (ctx->iface->supports_op && !ctx->iface->supports_op(ctx->be, op, plan))
+        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "%s: %s cannot run variant %s", op_name,
+                           ctx->caps.arch, variant);
+    return QATTN_OK;
+}
+
 qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                               const qattn_decode_args *args, qattn_buffer *workspace,
                               uint64_t workspace_offset) {
@@ -147,19 +169,11 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
     if (plan->num_splits < 1 || plan->num_splits > QATTN_MAX_SPLITS)
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: num_splits %d outside 1..%d",
                            (int)plan->num_splits, QATTN_MAX_SPLITS);
-    if (plan->shared_bytes > ctx->caps.max_shared_bytes)
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                           "plan: shared_bytes %u exceed this device's %u (plan made for another device?)",
-                           (unsigned)plan->shared_bytes, (unsigned)ctx->caps.max_shared_bytes);
     qattn_workspace ws;
-    if ((s = resolve_workspace(ctx, plan->workspace_bytes, workspace, workspace_offset, &ws)) != QATTN_OK)
-        return s;
-    if (!ctx->iface->decode)
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "decode: the %s backend has no decode op",
-                           ctx->iface->name);
-    if (ctx->iface->supports_op && !ctx->iface->supports_op(ctx->be, QATTN_OP_DECODE, plan))
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "decode: %s cannot run variant %s",
-                           ctx->caps.arch, qattn_decode_variant_name(plan->variant));
+    s = check_plan_launch(ctx, QATTN_OP_DECODE, "decode", plan, qattn_decode_variant_name(plan->variant),
+                          plan->shared_bytes, plan->workspace_bytes, ctx->iface->decode != NULL,
+                          workspace, workspace_offset, &ws);
+    if (s != QATTN_OK) return s;
     if (check_indices_enabled() && (s = check_decode_indices(ctx, args)) != QATTN_OK) return s;
     s = ctx->iface->decode(ctx->be, plan, args, &ws);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_decode_run");
@@ -206,19 +220,12 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
                            "plan: made for S=%d S_kv=%d H=%d D=%d q %s k %s, args differ",
                            (int)plan->rows, (int)plan->kv_len, (int)plan->heads, (int)plan->head_dim,
                            qattn_dtype_name(plan->q_dtype), qattn_dtype_name(plan->k_dtype));
-    if (plan->shared_bytes > ctx->caps.max_shared_bytes)
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                           "plan: shared_bytes %u exceed this device's %u (plan made for another device?)",
-                           (unsigned)plan->shared_bytes, (unsigned)ctx->caps.max_shared_bytes);
     qattn_workspace ws;
-    if ((s = resolve_workspace(ctx, plan->workspace_bytes, workspace, workspace_offset, &ws)) != QATTN_OK)
-        return s;
-    if (!ctx->iface->mqa_logits)
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "mqa_logits: the %s backend has no mqa_logits op",
-                           ctx->iface->name);
-    if (ctx->iface->supports_op && !ctx->iface->supports_op(ctx->be, QATTN_OP_MQA_LOGITS, plan))
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "mqa_logits: %s cannot run variant %s",
-                           ctx->caps.arch, qattn_mqa_variant_name(plan->variant));
+    s = check_plan_launch(ctx, QATTN_OP_MQA_LOGITS, "mqa_logits", plan,
+                          qattn_mqa_variant_name(plan->variant), plan->shared_bytes,
+                          plan->workspace_bytes, ctx->iface->mqa_logits != NULL, workspace,
+                          workspace_offset, &ws);
+    if (s != QATTN_OK) return s;
     s = ctx->iface->mqa_logits(ctx->be, plan, args, &ws);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_logits_run");
     ctx->ops_run = 1;
