@@ -213,6 +213,13 @@ qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qatt
     p.sm_scale = a->sm_scale;
     p.softcap = a->logit_softcap;
 
+    if (plan->variant == QATTN_DECODE_COOPMAT) {
+        /* Widest K/V load every row start allows (device addresses, so the
+         * buffer's own alignment counts too). */
+        const uint64_t bits = p.k | p.v | ((uint64_t)p.k_ss | (uint64_t)p.k_sh | (uint64_t)p.v_ss |
+                                           (uint64_t)p.v_sh);
+        st.spec[st.n_spec++] = (bits % 16u == 0) ? 16u : (bits % 4u == 0) ? 4u : 1u;
+    }
     VkPipeline s1, mg = VK_NULL_HANDLE;
     qattn_status s = qattn_vk_pipeline(vk, st.shader, st.spec, st.n_spec, sizeof p, st.subgroup_size, &s1);
     if (s != QATTN_OK) return s;

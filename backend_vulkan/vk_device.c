@@ -242,10 +242,10 @@ static qattn_status create_device(qattn_vk *vk, char *err, size_t n) {
     const VkSubgroupFeatureFlags need_sg =
         VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT |
         VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT |
-        VK_SUBGROUP_FEATURE_BALLOT_BIT;
+        VK_SUBGROUP_FEATURE_BALLOT_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT;
     if (!(sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
         (sgp.supportedOperations & need_sg) != need_sg) {
-        snprintf(err, n, "vulkan: %s lacks subgroup basic/arithmetic/shuffle/ballot in compute",
+        snprintf(err, n, "vulkan: %s lacks subgroup basic/arithmetic/shuffle/ballot/vote in compute",
                  vk->props.deviceName);
         return QATTN_ERR_BACKEND_UNAVAILABLE;
     }

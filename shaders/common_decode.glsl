@@ -26,9 +26,11 @@ layout(push_constant, std430) uniform Push {
     float sm_scale, softcap;
 } pc;
 
-// Slot of key p of request b (spec 2 paging).
-int qa_slot(int b, int p) {
-    int first = RefI32(qa_at(pc.indptr, int64_t(b) * pc.indptr_s, 4)).v[0];
+// First kv_indices entry of request b.
+int qa_first_page(int b) { return RefI32(qa_at(pc.indptr, int64_t(b) * pc.indptr_s, 4)).v[0]; }
+
+// Slot of key p of a request whose pages start at kv_indices[first] (spec 2).
+int qa_slot(int first, int p) {
     int page = RefI32(qa_at(pc.indices, int64_t(first + p / pc.page_size) * pc.indices_s, 4)).v[0];
     return page * pc.page_size + p % pc.page_size;
 }

@@ -112,6 +112,7 @@ void main() {
     const int li = tid % LPK;
 
     const int L = RefI32(qa_at(pc.lens, int64_t(b) * pc.lens_s, 4)).v[0];
+    const int first = qa_first_page(b);
     // Keys any row of this workgroup can see, within this split.
     int lo0, hi0, loR, hiR;
     qa_visible(L, R, r0, lo0, hi0);
@@ -135,6 +136,14 @@ void main() {
         [[unroll]] for (int j = 0; j < DPL; ++j) acc[row][j] = 0.0;
     }
 
+    // Slots of this group's keys in the first tile; inside the loop the next
+    // tile's slots are fetched while this tile's K/V loads are in flight,
+    // so the page-table read is off the critical path.
+    int next_slot[U];
+    [[unroll]] for (int u = 0; u < U; ++u) {
+        int p = k_begin + u * NKG + kg;
+        next_slot[u] = p < k_end ? qa_slot(first, p) : 0;
+    }
     for (int t0 = k_begin; t0 < k_end; t0 += NKG * U) {
         int pos[U];
         float kx[U][DPL], vx[U][DPL], ksc[U], vsc[U];
@@ -146,7 +155,7 @@ void main() {
             pos[u] = t0 + u * NKG + kg;
             // An invisible key reads slot 0 of the cache (always valid) and
             // gets weight 0, so every lane runs the same loads.
-            int slot = pos[u] < k_end ? qa_slot(b, pos[u]) : 0;
+            int slot = next_slot[u];
             uint64_t krow = qa_at(pc.k, int64_t(slot) * pc.k_ss + int64_t(g) * pc.k_sh, KV_ESIZE);
             uint64_t vrow = qa_at(pc.v, int64_t(slot) * pc.v_ss + int64_t(g) * pc.v_sh, KV_ESIZE);
 #if defined(PACKED)
@@ -177,6 +186,10 @@ void main() {
 #endif
             ksc[u] = kv_scale(pc.ks, pc.ks_ss, pc.ks_sh, slot, g);
             vsc[u] = kv_scale(pc.vs, pc.vs_ss, pc.vs_sh, slot, g);
+        }
+        [[unroll]] for (int u = 0; u < U; ++u) {
+            int p = t0 + NKG * U + u * NKG + kg;
+            next_slot[u] = p < k_end ? qa_slot(first, p) : 0;
         }
 #if defined(PACKED)
         [[unroll]] for (int u = 0; u < U; ++u) {

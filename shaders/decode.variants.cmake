@@ -10,3 +10,8 @@ foreach(dt fp8fn fp8fnuz)
   qattn_shader(NAME decode_packed_${dt} SOURCE decode.comp DEFINES KV_${DT}=1 PACKED=1)
 endforeach()
 qattn_shader(NAME decode_merge SOURCE merge.comp)
+# Matrix-unit stage 1 (f16 operands; a bf16 cache has no coopmat variant).
+foreach(dt fp8fn fp8fnuz i8)
+  string(TOUPPER ${dt} DT)
+  qattn_shader(NAME decode_coopmat_${dt} SOURCE decode_coopmat.comp DEFINES KV_${DT}=1)
+endforeach()

@@ -153,14 +153,16 @@ static int has_coop_shape(const qattn_device_caps *caps) {
     return 0;
 }
 
-/* Shared bytes of decode_coopmat.comp for ns subgroups, nk keys per tile. */
+/* Shared bytes of decode_coopmat.comp for ns subgroups, nk keys per tile:
+ * mirrors its shared declarations. */
 static uint64_t coopmat_shared(int64_t D, int64_t ns, int64_t nk) {
-    const uint64_t q = (uint64_t)COOP_M * (uint64_t)(D + COOP_PAD) * 2u;     /* Q, f16 */
-    const uint64_t kv = 2u * (uint64_t)nk * (uint64_t)(D + COOP_PAD) * 2u;  /* K and V tiles, f16 */
-    const uint64_t s = (uint64_t)COOP_M * (uint64_t)nk * 4u;               /* scores, f32 */
-    const uint64_t p = (uint64_t)COOP_M * (uint64_t)(nk + COOP_PAD) * 2u;  /* probabilities, f16 */
-    const uint64_t sc = 2u * (uint64_t)nk * 4u;                            /* k/v scales */
-    const uint64_t st = 2u * COOP_M * 4u;                                  /* m, l per row */
+    const uint64_t ld = (uint64_t)(D + COOP_PAD), sld = (uint64_t)(nk > D ? nk : D);
+    const uint64_t q = (uint64_t)COOP_M * ld * 2u + COOP_M * 4u;          /* Q f16, row scales */
+    const uint64_t kv = 2u * (uint64_t)nk * ld * 2u;                      /* K and V tiles, f16 */
+    const uint64_t s = (uint64_t)COOP_M * sld * 4u;                       /* scores / O scratch */
+    const uint64_t p = (uint64_t)COOP_M * (uint64_t)(nk + COOP_PAD) * 2u; /* probabilities, f16 */
+    const uint64_t sc = 3u * (uint64_t)nk * 4u;                           /* k/v scales, slots */
+    const uint64_t st = 2u * COOP_M * 4u;                                 /* m, l per row */
     return q + (uint64_t)ns * (kv + s + p + sc + st);
 }
 
@@ -178,6 +180,11 @@ static int coopmat_gate(const qattn_device_caps *caps, const qattn_decode_args *
         snprintf(why, n, "coopmat gate: a bf16 cache needs bf16 operands (f16 cannot hold its range)");
         return 0;
     }
+    if (caps->subgroup_size_min < COOP_M) {
+        snprintf(why, n, "coopmat gate: subgroup size %u < %d (one lane per matrix row)",
+                 (unsigned)caps->subgroup_size_min, COOP_M);
+        return 0;
+    }
     if (caps->subgroup_size_min != caps->subgroup_size_max &&
         !(caps->features & QATTN_FEAT_SUBGROUP_SIZE_CONTROL)) {
         snprintf(why, n, "coopmat gate: subgroup size varies (%u..%u) and cannot be pinned",
@@ -193,6 +200,14 @@ static int coopmat_gate(const qattn_device_caps *caps, const qattn_decode_args *
 }
 
 /* ---- geometry ------------------------------------------------------------- */
+
+/* Measurement overrides of the scalar geometry (0 = the planner's choice),
+ * from QATTN_DECODE_TUNE="wg=128,depth=2,lpk=8,qh=4" in plan_create only:
+ * what docs/perf_decode_notes.md's sweeps used. Invalid values are an
+ * error, never silently ignored. */
+typedef struct decode_tune {
+    int64_t wg, depth, lpk, qh;
+} decode_tune;
 
 static int64_t largest_divisor_upto(int64_t g, int64_t cap) {
     if (cap < 1) cap = 1;
@@ -225,7 +240,8 @@ static uint64_t scalar_shared(uint32_t wg, uint32_t sg, int64_t rows, int64_t dv
 }
 
 static qattn_status scalar_geometry(const qattn_device_caps *caps, const qattn_decode_args *a,
-                                    qattn_decode_plan *p, char *err, size_t n) {
+                                    const decode_tune *tune, qattn_decode_plan *p, char *err,
+                                    size_t n) {
     const int64_t R = a->q.shape[1], D = a->k_cache.shape[2], Dv = a->v_cache.shape[2];
     const int64_t G = a->q.shape[2] / a->k_cache.shape[1];
     const uint32_t sg = caps->subgroup_size_min ? caps->subgroup_size_min : 1;
@@ -241,11 +257,34 @@ static qattn_status scalar_geometry(const qattn_device_caps *caps, const qattn_d
     else lpk = D / 8;
     while (lpk > (int64_t)sg) lpk /= 2;
     if (lpk < 1) lpk = 1;
+    if (tune->lpk) {
+        const int64_t l = tune->lpk;
+        if (l < 1 || l > (int64_t)sg || (l & (l - 1)) || D % l ||
+            (p->variant == QATTN_DECODE_PACKED_FP8 && (D / l) % 4))
+            return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                              "QATTN_DECODE_TUNE lpk=%" PRId64 ": needs a power of two <= subgroup %u "
+                              "dividing D (packed: D/lpk a multiple of 4)", l, (unsigned)sg);
+        lpk = l;
+    }
     const int64_t dpl = D / lpk;
     /* Query heads per workgroup: as many of the group as the register
      * budget allows, so each K/V load serves all of them. */
     int64_t qh = largest_divisor_upto(G, (SCALAR_ROW_DIMS_MAX / dpl) / rb);
+    if (tune->qh) {
+        if (tune->qh < 1 || G % tune->qh)
+            return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                              "QATTN_DECODE_TUNE qh=%" PRId64 ": must divide the GQA ratio %" PRId64,
+                              tune->qh, G);
+        qh = tune->qh;
+    }
     uint32_t wg = SCALAR_WG;
+    if (tune->wg) {
+        if (tune->wg < (int64_t)sg || tune->wg % (int64_t)sg || tune->wg > (int64_t)caps->max_workgroup_size)
+            return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                              "QATTN_DECODE_TUNE wg=%" PRId64 ": needs whole subgroups of %u, at most %u",
+                              tune->wg, (unsigned)sg, (unsigned)caps->max_workgroup_size);
+        wg = (uint32_t)tune->wg;
+    }
     if (wg > caps->max_workgroup_size) wg = caps->max_workgroup_size;
     if (wg < sg) wg = sg;
     while (wg % sg) --wg; /* whole subgroups */
@@ -276,7 +315,13 @@ static qattn_status scalar_geometry(const qattn_device_caps *caps, const qattn_d
     if (wg != wg0)
         note(p, "shared memory: workgroup %u -> %u lanes to fit %u B", (unsigned)wg0, (unsigned)wg,
              (unsigned)caps->max_shared_bytes);
-    const int64_t depth = (qh * rb * dpl) <= 32 ? 4 : 2;
+    int64_t depth = (qh * rb * dpl) <= 32 ? 4 : 2;
+    if (tune->depth) {
+        if (tune->depth < 1 || tune->depth > 8)
+            return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                              "QATTN_DECODE_TUNE depth=%" PRId64 ": must be 1..8", tune->depth);
+        depth = tune->depth;
+    }
     p->workgroup_size = (int32_t)wg;
     p->pipeline_depth = (int32_t)depth;
     p->keys_per_tile = (int32_t)(((int64_t)wg / lpk) * depth);
@@ -381,9 +426,9 @@ static qattn_status check_shapes(const qattn_decode_args *a, char *err, size_t n
     return QATTN_OK;
 }
 
-qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qattn_decode_args *args,
-                                       const qattn_decode_options *options, qattn_decode_plan *plan,
-                                       char *err, size_t err_size) {
+static qattn_status plan_tuned(const qattn_device_caps *caps, const qattn_decode_args *args,
+                               const qattn_decode_options *options, const decode_tune *tune,
+                               qattn_decode_plan *plan, char *err, size_t err_size) {
     if (!caps) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "caps: NULL");
     if (!plan) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
     qattn_status s = check_shapes(args, err, err_size);
@@ -431,11 +476,38 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
         }
     }
     s = p.variant == QATTN_DECODE_COOPMAT ? coopmat_geometry(caps, args, &p, err, err_size)
-                                          : scalar_geometry(caps, args, &p, err, err_size);
+                                          : scalar_geometry(caps, args, tune, &p, err, err_size);
     if (s != QATTN_OK) return s;
     if ((s = splits(caps, args, options, &p, err, err_size)) != QATTN_OK) return s;
     *plan = p;
     return QATTN_OK;
+}
+
+qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qattn_decode_args *args,
+                                       const qattn_decode_options *options, qattn_decode_plan *plan,
+                                       char *err, size_t err_size) {
+    const decode_tune none = {0, 0, 0, 0};
+    return plan_tuned(caps, args, options, &none, plan, err, err_size);
+}
+
+/* Parses QATTN_DECODE_TUNE (see decode_tune). */
+static int parse_tune(const char *s, decode_tune *t) {
+    memset(t, 0, sizeof *t);
+    while (s && *s) {
+        char key[16];
+        long long v;
+        int used = 0;
+        if (sscanf(s, "%15[a-z]=%lld%n", key, &v, &used) != 2) return 0;
+        if (!strcmp(key, "wg")) t->wg = v;
+        else if (!strcmp(key, "depth")) t->depth = v;
+        else if (!strcmp(key, "lpk")) t->lpk = v;
+        else if (!strcmp(key, "qh")) t->qh = v;
+        else return 0;
+        s += used;
+        if (*s == ',') ++s;
+        else if (*s) return 0;
+    }
+    return 1;
 }
 
 static int parse_variant(const char *s, qattn_decode_variant *v) {
@@ -464,8 +536,13 @@ qattn_status qattn_decode_plan_create(qattn_context *ctx, const qattn_decode_arg
                                "multirow, coopmat",
                                env);
     }
+    decode_tune tune;
+    const char *tenv = qattn__getenv("QATTN_DECODE_TUNE");
+    if (!parse_tune(tenv, &tune))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "QATTN_DECODE_TUNE=%s: want key=value pairs of wg, depth, lpk, qh", tenv);
     qattn_decode_plan p;
-    s = qattn_decode_plan_compute(&ctx->caps, args, &o, &p, ctx->last_error, sizeof ctx->last_error);
+    s = plan_tuned(&ctx->caps, args, &o, &tune, &p, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
     if (ctx->iface->supports_op && !ctx->iface->supports_op(ctx->be, QATTN_OP_DECODE, &p))
         return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "decode: the %s backend on %s cannot run variant %s",

@@ -36,6 +36,10 @@ typedef struct parity_ctx {
     const char *filter;       /* --filter: substring of case names, or NULL */
     const char *variant;      /* --variant: forced variant name, or NULL */
     int verbose;
+    /* Ad-hoc case and timing (printed only; never part of pass/fail). */
+    const char *shape;        /* --shape: op-specific ad-hoc case, or NULL */
+    int time_iters;           /* --time N: time the tested op N times */
+    int no_check;             /* --no-check: skip the reference (timing only) */
     /* Totals over the run. */
     int n_pass, n_fail, n_refused;
 } parity_ctx;

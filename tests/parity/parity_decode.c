@@ -28,6 +28,7 @@ typedef struct decode_case {
     int page, keys, window;
     int softcap, sinks, lse;
     int layout, splits;
+    int same_lens; /* every request has `keys` keys (ad-hoc --shape cases) */
 } decode_case;
 
 #define FN QATTN_FP8_E4M3FN
@@ -35,33 +36,33 @@ typedef struct decode_case {
 #define BF QATTN_BF16
 #define I8 QATTN_I8
 
-/* B R Hkv G D dtype page keys window softcap sinks lse layout splits */
+/* B R Hkv G D dtype page keys window softcap sinks lse layout splits same_lens */
 static const decode_case CASES[] = {
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0},   /* packed_fp8, GQA 4 */
-    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0}, /* packed_fp8, GQA 8, long */
-    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8},   /* packed_fp8 with padded strides */
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0},  /* unaligned: falls back to generic */
-    {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1},
-    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0},
-    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64},
-    {1, 8, 2, 1, 256, FN, 1, 17, -1, 1, 0, 1, HEAD, 8},
-    {5, 1, 1, 4, 256, FNUZ, 16, 1, -1, 0, 1, 0, TOK, 64},
-    {1, 3, 2, 8, 256, I8, 1, 513, -1, 1, 1, 1, PAD, 1},
-    {5, 8, 1, 4, 64, FN, 16, 17, 5, 0, 0, 1, UNAL, 8},
-    {1, 1, 2, 1, 128, I8, 16, 4099, 511, 1, 0, 1, HEAD, 0},
-    {5, 3, 1, 1, 128, FNUZ, 1, 513, -1, 0, 0, 0, UNAL, 64},
-    {1, 1, 1, 8, 64, BF, 16, 513, -1, 1, 1, 1, PAD, 8},
-    {1, 3, 4, 4, 256, BF, 16, 17, 3, 0, 1, 1, TOK, 0},
-    {5, 1, 2, 8, 128, I8, 1, 17, -1, 0, 1, 1, TOK, 1},
-    {1, 8, 1, 4, 128, FNUZ, 16, 513, -1, 1, 1, 1, HEAD, 0},
-    {1, 1, 1, 1, 256, FN, 16, 4099, -1, 0, 0, 1, UNAL, 8},
-    {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64},
-    {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1},
-    {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0},
-    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0}, /* packed_fp8 with window/softcap/sinks */
-    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0},     /* packed_fp8, head-major */
-    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0},      /* Hkv 2: scale rows 8 B, generic */
-    {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0},
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},   /* packed_fp8, GQA 4 */
+    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0, 0}, /* packed_fp8, GQA 8, long */
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8, 0},   /* packed_fp8 with padded strides */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0, 0},  /* unaligned: falls back to generic */
+    {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1, 0},
+    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0, 0},
+    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64, 0},
+    {1, 8, 2, 1, 256, FN, 1, 17, -1, 1, 0, 1, HEAD, 8, 0},
+    {5, 1, 1, 4, 256, FNUZ, 16, 1, -1, 0, 1, 0, TOK, 64, 0},
+    {1, 3, 2, 8, 256, I8, 1, 513, -1, 1, 1, 1, PAD, 1, 0},
+    {5, 8, 1, 4, 64, FN, 16, 17, 5, 0, 0, 1, UNAL, 8, 0},
+    {1, 1, 2, 1, 128, I8, 16, 4099, 511, 1, 0, 1, HEAD, 0, 0},
+    {5, 3, 1, 1, 128, FNUZ, 1, 513, -1, 0, 0, 0, UNAL, 64, 0},
+    {1, 1, 1, 8, 64, BF, 16, 513, -1, 1, 1, 1, PAD, 8, 0},
+    {1, 3, 4, 4, 256, BF, 16, 17, 3, 0, 1, 1, TOK, 0, 0},
+    {5, 1, 2, 8, 128, I8, 1, 17, -1, 0, 1, 1, TOK, 1, 0},
+    {1, 8, 1, 4, 128, FNUZ, 16, 513, -1, 1, 1, 1, HEAD, 0, 0},
+    {1, 1, 1, 1, 256, FN, 16, 4099, -1, 0, 0, 1, UNAL, 8, 0},
+    {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64, 0},
+    {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1, 0},
+    {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0, 0},
+    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0, 0}, /* packed_fp8 with window/softcap/sinks */
+    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0},     /* packed_fp8, head-major */
+    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},      /* Hkv 2: scale rows 8 B, generic */
+    {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0, 0},
 };
 
 static void case_name(const decode_case *c, char *buf, size_t n) {
@@ -142,10 +143,10 @@ static void fill_cache(pt_tensor *t, qt_rng *rng) {
 static int make_inputs(const decode_case *c, qt_rng *rng, decode_data *d) {
     memset(d, 0, sizeof *d);
     const int Hq = c->Hkv * c->G;
-    int lens[8];
+    int lens[64];
     int64_t pages_total = 0;
     for (int b = 0; b < c->B; ++b) {
-        if (b == 0) lens[b] = c->keys;
+        if (b == 0 || c->same_lens) lens[b] = c->keys;
         else if (b == 3) lens[b] = (int)qt_int(rng, 0, c->R - 1 < c->keys ? c->R - 1 : c->keys); /* rows with nothing visible */
         else lens[b] = (int)qt_int(rng, 0, c->keys);
         pages_total += (lens[b] + c->page - 1) / c->page;
@@ -266,23 +267,69 @@ static int parse_variant(const char *s, qattn_decode_variant *v) {
     return 0;
 }
 
-/* Runs one side; returns a status and fills plan. */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Bytes a decode must move at least: every visible K/V row and its scales
+ * read once, the output written once. */
+static double decode_bytes(const decode_case *c, const decode_data *d) {
+    double keys = 0.0;
+    for (int b = 0; b < c->B; ++b) {
+        int32_t L;
+        memcpy(&L, pt_at(&d->lens, b, 0, 0, 0), 4);
+        keys += L;
+    }
+    const double row = 2.0 * c->D * (double)qattn_dtype_size(c->dt) + (c->dt == BF ? 0.0 : 8.0);
+    return keys * c->Hkv * row + (double)c->B * c->R * c->Hkv * c->G * c->D * 2.0;
+}
+
+/* Runs one side; returns a status and fills plan. With `iters` > 0 the run
+ * is then repeated and timed with the backend's timer (printed only). */
 static qattn_status run_side(parity_ctx *pc, int w, const decode_case *c, decode_data *d,
-                             const qattn_decode_options *o, qattn_decode_plan *plan) {
+                             const qattn_decode_options *o, qattn_decode_plan *plan, int iters,
+                             const char *name) {
     qattn_context *ctx = w ? pc->dev : pc->ref;
     qattn_decode_args a = args_of(c, d, w);
-    qattn_status s = qattn_decode_plan_create(ctx, &a, o, plan);
+    qattn_status s;
+    if (w) {
+        s = qattn_decode_plan_create(ctx, &a, o, plan);
+    } else {
+        /* The reference plans with the pure planner: the environment's
+         * variant pin and tuning are for the tested backend only. */
+        qattn_device_caps caps;
+        qattn_get_caps(ctx, &caps);
+        s = qattn_decode_plan_compute(&caps, &a, NULL, plan, NULL, 0);
+    }
     if (s != QATTN_OK) return s;
     qattn_buffer *ws = NULL;
     if ((s = pt_scratch(ctx, plan->workspace_bytes, PT_POISON, &ws)) != QATTN_OK) return s;
     s = qattn_decode_run(ctx, plan, &a, ws, 0);
     if (s == QATTN_OK) s = qattn_synchronize(ctx);
+    double *t = iters > 0 ? calloc((size_t)iters, sizeof *t) : NULL;
+    int n = 0;
+    for (int i = 0; s == QATTN_OK && t && i < iters; ++i) {
+        double ms;
+        s = qattn_decode_run(ctx, plan, &a, ws, 0);
+        if (s == QATTN_OK && qattn_last_op_time_ms(ctx, &ms) == QATTN_OK) t[n++] = ms * 1e3;
+    }
+    if (n > 0) {
+        qsort(t, (size_t)n, sizeof *t, cmp_double);
+        const double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+        const double gb = decode_bytes(c, d) / (med * 1e-6) * 1e-9;
+        printf("time %s: variant %s splits %d wg %d tile %d qh %d: median %.2f us, min %.2f us "
+               "(%d runs), %.0f GB/s\n",
+               name, qattn_decode_variant_name(plan->variant), plan->num_splits, plan->workgroup_size,
+               plan->keys_per_tile, plan->q_heads_per_workgroup, med, t[0], n, gb);
+    }
+    free(t);
     qattn_buffer_free(ctx, ws);
     return s;
 }
 
 static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
-    char name[192];
+    char name[96];
     case_name(c, name, sizeof name);
     if (!pt_selected(pc, name)) return;
     qt_rng rng = qt_rng_for(name);
@@ -312,13 +359,13 @@ static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
         return;
     }
     qattn_decode_plan ref_plan, dev_plan;
-    qattn_status s = run_side(pc, 0, c, &d, NULL, &ref_plan);
+    qattn_status s = pc->no_check ? QATTN_OK : run_side(pc, 0, c, &d, NULL, &ref_plan, 0, name);
     if (s != QATTN_OK) {
         pt_fail(pc, &rng, name, "reference: %s: %s", qattn_status_name(s), qattn_last_error(pc->ref));
         data_free(pc, &d);
         return;
     }
-    s = run_side(pc, 1, c, &d, &dev_o, &dev_plan);
+    s = run_side(pc, 1, c, &d, &dev_o, &dev_plan, pc->time_iters, name);
     if (s == QATTN_ERR_VARIANT_GATE && dev_o.variant != QATTN_DECODE_AUTO) {
         pc->n_refused++;
         if (pc->verbose) printf("gate %s: %s\n", name, qattn_last_error(pc->dev));
@@ -342,6 +389,10 @@ static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
         return;
     }
 
+    if (pc->no_check) { /* timing only: neither passed nor failed */
+        data_free(pc, &d);
+        return;
+    }
     /* Compare o and lse element-wise; gaps must keep the poison. */
     int bad = 0;
     char first[256] = "";
@@ -424,11 +475,44 @@ static void run_full(parity_ctx *pc) {
                         c.lse = idx % 7 != 3;
                         c.layout = idx % 4;
                         c.splits = splits[idx % 4];
+                        c.same_lens = 0;
                         run_case(pc, &c, idx++);
                     }
 }
 
+/* --shape B,R,Hkv,G,D,dtype,keys[,page[,splits]]: one token-major case with
+ * LSE, no window/softcap/sinks. Returns 0 when the text does not parse. */
+static int parse_shape(const char *spec, decode_case *c) {
+    char dt[16] = "";
+    memset(c, 0, sizeof *c);
+    c->page = 16;
+    c->window = -1;
+    c->lse = 1;
+    c->layout = TOK;
+    int n = sscanf(spec, "%d,%d,%d,%d,%d,%15[^,],%d,%d,%d", &c->B, &c->R, &c->Hkv, &c->G, &c->D, dt,
+                   &c->keys, &c->page, &c->splits);
+    c->same_lens = 1;
+    if (n < 7 || c->B < 1 || c->B > 64 || c->R < 1 || c->R > 8) return 0;
+    if (!strcmp(dt, "bf16")) c->dt = BF;
+    else if (!strcmp(dt, "fn")) c->dt = FN;
+    else if (!strcmp(dt, "fnuz")) c->dt = FNUZ;
+    else if (!strcmp(dt, "i8")) c->dt = I8;
+    else return 0;
+    return 1;
+}
+
 static void run_decode(parity_ctx *pc) {
+    if (pc->shape) {
+        decode_case c;
+        if (!parse_shape(pc->shape, &c)) {
+            fprintf(stderr, "--shape %s: want B,R,Hkv,G,D,bf16|fn|fnuz|i8,keys[,page[,splits]] (B <= 64)\n",
+                    pc->shape);
+            pc->n_fail++;
+            return;
+        }
+        run_case(pc, &c, 0);
+        return;
+    }
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; ++i) run_case(pc, &CASES[i], (int)i);
     if (pc->full) run_full(pc);
 }

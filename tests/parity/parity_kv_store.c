@@ -69,7 +69,7 @@ static void fill_row(qt_rng *rng, uint16_t *row, int D, int kind) {
 }
 
 static void run_case(parity_ctx *pc, const store_case *c) {
-    char name[128];
+    char name[96];
     case_name(c, name, sizeof name);
     if (!pt_selected(pc, name)) return;
     qt_rng rng = qt_rng_for(name);
@@ -180,6 +180,7 @@ static void run_case(parity_ctx *pc, const store_case *c) {
 }
 
 static void run_kv_store(parity_ctx *pc) {
+    if (pc->shape) return; /* --shape describes a decode case */
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; ++i)
         if (!CASES[i].full || pc->full) run_case(pc, &CASES[i]);
 }
