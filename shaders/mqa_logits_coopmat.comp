@@ -52,10 +52,67 @@ const int KH = D / TK;                     // hardware k-steps
 const int MH_ROW = MH / RPSG;              // hardware m-tiles per row held
 
 const int KBUF = BN * KROW > NSG * 16 * QROW ? BN * KROW : NSG * 16 * QROW;
-shared float16_t kbuf[KBUF];               // key tile, or q chunks before the KV loop
+// Key tile, or q chunks before the KV loop; f16 in groups of 4 so a thread
+// stores its 16 decoded codes with four 8-byte stores. Offsets and strides
+// of the matrix loads below are in these 4-half units.
+shared f16vec4 kbuf[KBUF / 4];
 shared float scratch[NSG * RPSG * TM * BN]; // per (subgroup, row) TM x BN partials
-shared float sabs[BN];                     // |k_scale| of the tile's columns
+shared float sabs[2 * BN];                 // |k_scale| x 2^(qshift+kshift), two tiles
 shared ivec2 swin[RPW];                    // the workgroup rows' windows
+
+// Chunks of 16 codes each thread stages per tile (prefetched in registers).
+const int PF = (BN * (D / 16) + NTH - 1) / NTH;
+
+// Four fp8 codes -> four f16 equal to value x 2^-8 (fn) or 2^-7 (fnuz),
+// exactly: each code's exponent and mantissa bits become the low exponent
+// and top mantissa bits of an f16 (subnormal codes land on f16
+// subnormals), so decoding is a few bit operations. `negate` flips signs
+// (the k_scale sign fold). NaN codes become an f16 NaN.
+f16vec4 fp8x4_to_f16(uint w, bool fnuz, bool negate) {
+    const uvec2 b = uvec2((w & 0xFFu) | ((w & 0xFF00u) << 8), ((w >> 16) & 0xFFu) | ((w >> 8) & 0xFF0000u));
+    uvec2 h = ((b & 0x007F007Fu) << 7) | ((b & 0x00800080u) << 8);
+    if (negate) h ^= uvec2(0x80008000u);
+    const uint m = w & 0x7F7F7F7Fu;
+    const uint nan = fnuz ? (w & 0x80808080u & ~(m + 0x7F7F7F7Fu)) : ((m + 0x01010101u) & 0x80808080u);
+    if (nan != 0u) {
+        [[unroll]] for (int i = 0; i < 4; ++i) {
+            if ((nan & (0x80u << (8 * i))) == 0u) continue;
+            const uint sh = 16u * uint(i & 1);
+            h[i >> 1] = (h[i >> 1] & ~(0xFFFFu << sh)) | (0x7E00u << sh);
+        }
+    }
+    return f16vec4(unpackFloat2x16(h.x), unpackFloat2x16(h.y));
+}
+
+// Thread -> (column, 16-code chunk) of a tile, chunk fastest so neighbours
+// read neighbouring bytes of one key row. Columns past S_kv load zeros.
+void load_tile(int t, int tid, out uvec4 pf[PF], out float pfs[PF]) {
+    [[unroll]] for (int x = 0; x < PF; ++x) {
+        const int idx = tid + x * NTH, col = idx / (D / 16), dc = idx % (D / 16), j = t * BN + col;
+        pf[x] = uvec4(0u);
+        pfs[x] = 0.0;
+        if (idx < BN * (D / 16) && j < pc.S_kv) {
+            pf[x] = mqa_load16(mqa_row(pc.k, j, pc.k_row, 1u) + uint64_t(dc * 16));
+            pfs[x] = RefF32(mqa_row(pc.k_scale, j, pc.scale_stride, 4u)).v[0];
+        }
+    }
+}
+
+// Decodes the prefetched chunks into the key tile (column-major for B:
+// column col's D halves at col * KROW), negated where k_scale < 0, and
+// stores |k_scale| x 2^(qshift + kshift) for the epilogue.
+void store_tile(int tid, int sb, uvec4 pf[PF], float pfs[PF]) {
+    [[unroll]] for (int x = 0; x < PF; ++x) {
+        const int idx = tid + x * NTH, col = idx / (D / 16), dc = idx % (D / 16);
+        if (idx >= BN * (D / 16)) continue;
+        const bool neg = pfs[x] < 0.0;
+        const int o = (col * KROW + dc * 16) / 4;
+        [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = fp8x4_to_f16(pf[x][e], K_FNUZ, neg);
+        // Decoded codes carry 2^-8 (fn) or 2^-7 (fnuz); products carry both.
+        const float unshift = (Q_FNUZ ? 128.0 : 256.0) * (K_FNUZ ? 128.0 : 256.0);
+        if (dc == 0) sabs[sb + col] = abs(pfs[x]) * unshift;
+    }
+}
 
 #define ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
 #define MATA coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
@@ -90,17 +147,14 @@ void main() {
                     if (row < pc.S)
                         w = mqa_load16(mqa_row(pc.q, row, pc.q_row, 1u) +
                                        uint64_t(head * pc.q_head + dc * 64 + c16 * 16));
-                    const int o = sub * 16 * QROW + i * QROW + c16 * 16;
-                    [[unroll]] for (int e = 0; e < 4; ++e) {
-                        const vec4 v = mqa_decode4(w[e], Q_FNUZ);
-                        [[unroll]] for (int x = 0; x < 4; ++x) kbuf[o + 4 * e + x] = float16_t(v[x]);
-                    }
+                    const int o = (sub * 16 * QROW + i * QROW + c16 * 16) / 4;
+                    [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = fp8x4_to_f16(w[e], Q_FNUZ, false);
                 }
                 barrier();
                 [[unroll]] for (int sm = 0; sm < 16 / TM; ++sm)
                     [[unroll]] for (int kk = 0; kk < 64 / TK; ++kk)
                         coopMatLoad(qa[(mg * (16 / TM) + sm) * KH + dc * (64 / TK) + kk], kbuf,
-                                    sub * 16 * QROW + sm * TM * QROW + kk * TK, QROW,
+                                    (sub * 16 * QROW + sm * TM * QROW + kk * TK) / 4, QROW / 4,
                                     gl_CooperativeMatrixLayoutRowMajor);
             }
         }
@@ -138,32 +192,21 @@ void main() {
                 mqa_fill_neg_inf(row0 + r, max(tl * BN, c_lo), c_hi, tid, NTH);
             }
         }
+        // Key tiles: tile t+1's codes and scales are loaded into registers
+        // while tile t is multiplied, then decoded into shared memory.
+        uvec4 pf[PF];
+        float pfs[PF];
+        if (tf < tl) load_tile(tf, tid, pf, pfs);
         for (int t = tf; t < tl; ++t) {
-            barrier(); // kbuf (q chunks or the last tile) and scratch are free
-            // Decode the key tile: thread -> (column, 16-code chunk), chunk
-            // fastest so neighbours read neighbouring bytes of one key row.
-            for (int idx = tid; idx < BN * (D / 16); idx += NTH) {
-                const int col = idx / (D / 16), dc = idx % (D / 16), j = t * BN + col;
-                uvec4 w = uvec4(0u);
-                float s = 0.0;
-                if (j < pc.S_kv) {
-                    w = mqa_load16(mqa_row(pc.k, j, pc.k_row, 1u) + uint64_t(dc * 16));
-                    s = RefF32(mqa_row(pc.k_scale, j, pc.scale_stride, 4u)).v[0];
-                }
-                const float sgn = s < 0.0 ? -1.0 : 1.0;
-                const int o = col * KROW + dc * 16;
-                [[unroll]] for (int e = 0; e < 4; ++e) {
-                    const vec4 v = mqa_decode4(w[e], K_FNUZ) * sgn;
-                    [[unroll]] for (int x = 0; x < 4; ++x) kbuf[o + 4 * e + x] = float16_t(v[x]);
-                }
-                if (dc == 0) sabs[col] = abs(s);
-            }
-            barrier();
+            const int sb = (t & 1) * BN; // this tile's half of sabs
+            store_tile(tid, sb, pf, pfs);
+            barrier(); // the tile is in shared memory
+            if (t + 1 < tl) load_tile(t + 1, tid, pf, pfs);
             [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
             for (int kh = 0; kh < KH; ++kh) {
                 MATB kb[NH];
                 [[unroll]] for (int nh = 0; nh < NH; ++nh)
-                    coopMatLoad(kb[nh], kbuf, nh * TN * KROW + kh * TK, KROW,
+                    coopMatLoad(kb[nh], kbuf, (nh * TN * KROW + kh * TK) / 4, KROW / 4,
                                 gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (int mh = 0; mh < MH; ++mh)
                     [[unroll]] for (int nh = 0; nh < NH; ++nh)
@@ -196,7 +239,7 @@ void main() {
                     float sum = 0.0;
                     for (int s = s0; s < s0 + SPR; ++s)
                         for (int i = 0; i < TM; ++i) sum += scratch[(s * RPSG + rr) * TM * BN + i * BN + col];
-                    v = sabs[col] * sum;
+                    v = sabs[sb + col] * sum;
                 } else if (pc.clean != 0) {
                     v = uintBitsToFloat(0xFF800000u);
                 } else {

@@ -209,17 +209,21 @@ static int make_data(parity_ctx *pc, qt_rng *rng, const mqa_case *c, mqa_data *d
         !pt_make(&d->ke, QATTN_I32, 1, s1, NULL, PT_POISON) ||
         !pt_make(&d->logits, QATTN_F32, 2, ls, &l, PT_POISON))
         return 0;
-    /* q: every code of the format (all binades, subnormals, the max) or
-     * encoded activations; k the other way round, per case. */
-    const int codes_q = qt_int(rng, 0, 1) == 1;
+    /* Per case, one of: q over every code of its format (all binades,
+     * subnormals, the max) with k encoded activations; the other way round;
+     * or both from the subnormal and smallest-normal codes only, where a
+     * path that flushed small values would miss by far more than the bound. */
+    const int regime = (int)qt_int(rng, 0, 3);
     for (int64_t n = 0; n < pt_count(&d->q); ++n) {
         uint8_t *p = pt_at_linear(&d->q, n);
-        if (codes_q) qt_fill_fp8_codes(rng, p, 1, c->qt);
+        if (regime == 3) *p = (uint8_t)((qt_u32(rng) & 0x80u) | (uint8_t)qt_int(rng, 1, 15));
+        else if (regime == 0) qt_fill_fp8_codes(rng, p, 1, c->qt);
         else qt_fill_fp8(rng, p, 1, c->qt, 8.0f);
     }
     for (int64_t n = 0; n < pt_count(&d->k); ++n) {
         uint8_t *p = pt_at_linear(&d->k, n);
-        if (!codes_q) qt_fill_fp8_codes(rng, p, 1, c->kt);
+        if (regime == 3) *p = (uint8_t)((qt_u32(rng) & 0x80u) | (uint8_t)qt_int(rng, 1, 15));
+        else if (regime != 0) qt_fill_fp8_codes(rng, p, 1, c->kt);
         else qt_fill_fp8(rng, p, 1, c->kt, 8.0f);
     }
     /* k_scale: positive, with some negative columns in half the cases
