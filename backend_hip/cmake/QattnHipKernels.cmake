@@ -67,6 +67,35 @@ function(qattn_hip_nvidia_fatbins out_files out_entries)
   set(${out_entries} ${entries} PARENT_SCOPE)
 endfunction()
 
+# Objects of the kernel sources (and the simulation's kernel table) built as
+# host C++ for the CPU simulation of `sim` (gfx942 or gfx12), by the clang
+# that builds the code objects (the kernels use clang vector extensions).
+function(qattn_hip_hostsim_objects sim out_objs)
+  string(TOUPPER ${sim} SIM)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/hostsim_${sim})
+  file(MAKE_DIRECTORY ${dir})
+  set(objs "")
+  set(srcs "")
+  foreach(src ${QATTN_HIP_KERNEL_SOURCES})
+    list(APPEND srcs ${QATTN_HIP_KERNEL_DIR}/${src}.hip)
+  endforeach()
+  list(APPEND srcs ${QATTN_HIP_KERNEL_DIR}/../src/hostsim/qh_hostsim_kernels.cpp)
+  foreach(f ${srcs})
+    get_filename_component(n ${f} NAME_WE)
+    set(out ${dir}/${n}.o)
+    add_custom_command(
+      OUTPUT ${out}
+      COMMAND ${QATTN_AMDGPU_CLANG} -x c++ -std=c++17 -O2 -g0 -fPIC -fno-exceptions -fno-rtti
+              -ffp-contract=off -DQH_HOSTSIM -DQH_SIM_${SIM} -I${QATTN_HIP_KERNEL_DIR} -c ${f} -o ${out}
+      DEPENDS ${f} ${QATTN_HIP_KERNEL_HEADERS}
+      COMMENT "HIP host simulation (${sim}): ${n}"
+      VERBATIM)
+    list(APPEND objs ${out})
+  endforeach()
+  set_source_files_properties(${objs} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  set(${out_objs} ${objs} PARENT_SCOPE)
+endfunction()
+
 function(qattn_hip_embed out_c entries)
   set(asm "")
   set(decl "")

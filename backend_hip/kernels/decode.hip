@@ -215,8 +215,10 @@ QH_DEV void decode_generic(const qh_decode_params &p) {
                 float tmax = qh_neg_inf();
                 for (int j = lane; j < WG; j += QH_WAVE) {
                     const int32_t key = t0 + j;
-                    float s = dec_softcap(p, s_s[m][j]);
-                    if (key > t || key < lo) s = qh_neg_inf();
+                    float s = s_s[m][j];
+                    /* masked (-inf) stays masked: the cap maps -inf to -cap */
+                    if (key > t || key < lo || s == qh_neg_inf()) s = qh_neg_inf();
+                    else s = dec_softcap(p, s);
                     s_s[m][j] = s;
                     tmax = qh_fmaxf(tmax, s);
                 }

@@ -1,6 +1,6 @@
 /*
  * The portable device layer of the HIP kernels: thread/block indices,
- * barriers, lane shuffles and math, written once for the two compilers that
+ * barriers, lane shuffles and math, written once for the compilers that
  * build these sources.
  *
  * - AMD (clang -x hip, device-only, -nogpuinc -nogpulib): everything comes
@@ -8,6 +8,12 @@
  *   ROCm's device libraries. That is what lets CI build gfx1200/gfx1201 with
  *   a clang whose device libraries predate RDNA4 (environment.md).
  * - NVIDIA (nvcc -x cu): CUDA's own built-ins.
+ * - QH_HOSTSIM (clang -x c++ for the host CPU): the host simulation of one
+ *   AMD target (QH_SIM_GFX942: wave64; QH_SIM_GFX12: wave32) that CI runs
+ *   the parity suite on. Threads are fibers (src/hostsim/qh_hostsim.c);
+ *   the target's instructions (packed fp8 conversion, MFMA, WMMA) are
+ *   emulated from their documented semantics (qh_arch_sim.h), so the
+ *   arch-specific code paths and fragment layouts of the kernels run too.
  *
  * Kernels never read blockDim/gridDim: the host passes every extent in the
  * parameter block, so no implicit kernel argument is needed on AMD either.
@@ -17,21 +23,25 @@
 
 #include <stdint.h>
 
-#if defined(__AMDGCN__) || defined(__AMDGPU__)
+#if defined(QH_HOSTSIM)
+#include <math.h>
+#include <string.h>
+#elif defined(__AMDGCN__) || defined(__AMDGPU__)
 #define QH_AMD 1
 #elif defined(__CUDACC__)
 #define QH_NVIDIA 1
 #endif
 
-/* Which AMD ISA family the device pass targets (clang defines __gfxNNN__). */
-#if defined(__gfx942__)
+/* Which AMD ISA family the code targets (clang defines __gfxNNN__ on a
+ * device pass; the host simulation names its target). */
+#if defined(__gfx942__) || defined(QH_SIM_GFX942)
 #define QH_GFX942 1
 #endif
-#if defined(__gfx1200__) || defined(__gfx1201__)
+#if defined(__gfx1200__) || defined(__gfx1201__) || defined(QH_SIM_GFX12)
 #define QH_GFX12 1
 #endif
 
-/* ---- language attributes (HIP headers are not included on AMD) ---- */
+/* ---- language attributes ---- */
 #if defined(QH_AMD)
 #ifndef __global__
 #define __global__ __attribute__((global))
@@ -52,6 +62,19 @@
  * registers that occupancy leaves, and the qualification test checks it. */
 #define QH_WAVES_PER_SIMD(w) __attribute__((amdgpu_waves_per_eu(w)))
 #define QH_WAVE __AMDGCN_WAVEFRONT_SIZE
+#elif defined(QH_HOSTSIM)
+#define __global__
+#define __device__
+/* One block runs at a time, so a function-local static is the block's LDS. */
+#define __shared__ static
+#define __forceinline__ inline
+#define QH_LAUNCH_BOUNDS(n)
+#define QH_WAVES_PER_SIMD(w)
+#if defined(QH_GFX942)
+#define QH_WAVE 64
+#else
+#define QH_WAVE 32
+#endif
 #else
 #define QH_LAUNCH_BOUNDS(n) __launch_bounds__(n)
 #define QH_WAVES_PER_SIMD(w)
@@ -63,10 +86,23 @@
  * its plain name (hipModuleGetFunction / cudaLibraryGetKernel). */
 #define QH_KERNEL extern "C" __global__
 
+#if defined(QH_HOSTSIM)
+/* The fiber runtime's device-side hooks (src/hostsim/qh_hostsim.c). */
+extern "C" {
+uint32_t qhsim_tid(void);
+uint32_t qhsim_bid(int dim);
+void qhsim_barrier(void);
+void qhsim_wave_sync(void);
+uint32_t qhsim_shfl(uint32_t v, uint32_t src_lane);
+}
+#endif
+
 /* ---- indices ---- */
 QH_DEV uint32_t qh_tid(void) {
 #if defined(QH_AMD)
     return __builtin_amdgcn_workitem_id_x();
+#elif defined(QH_HOSTSIM)
+    return qhsim_tid();
 #else
     return threadIdx.x;
 #endif
@@ -74,6 +110,8 @@ QH_DEV uint32_t qh_tid(void) {
 QH_DEV uint32_t qh_bid_x(void) {
 #if defined(QH_AMD)
     return __builtin_amdgcn_workgroup_id_x();
+#elif defined(QH_HOSTSIM)
+    return qhsim_bid(0);
 #else
     return blockIdx.x;
 #endif
@@ -81,6 +119,8 @@ QH_DEV uint32_t qh_bid_x(void) {
 QH_DEV uint32_t qh_bid_y(void) {
 #if defined(QH_AMD)
     return __builtin_amdgcn_workgroup_id_y();
+#elif defined(QH_HOSTSIM)
+    return qhsim_bid(1);
 #else
     return blockIdx.y;
 #endif
@@ -88,6 +128,8 @@ QH_DEV uint32_t qh_bid_y(void) {
 QH_DEV uint32_t qh_bid_z(void) {
 #if defined(QH_AMD)
     return __builtin_amdgcn_workgroup_id_z();
+#elif defined(QH_HOSTSIM)
+    return qhsim_bid(2);
 #else
     return blockIdx.z;
 #endif
@@ -99,6 +141,8 @@ QH_DEV uint32_t qh_lane(void) {
 #else
     return __builtin_amdgcn_mbcnt_lo(~0u, 0u);
 #endif
+#elif defined(QH_HOSTSIM)
+    return qhsim_tid() % QH_WAVE;
 #else
     return threadIdx.x & 31u;
 #endif
@@ -133,6 +177,8 @@ QH_DEV void qh_barrier(void) {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
     __builtin_amdgcn_s_barrier();
     __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+#elif defined(QH_HOSTSIM)
+    qhsim_barrier();
 #else
     __syncthreads();
 #endif
@@ -144,6 +190,8 @@ QH_DEV void qh_wave_sync(void) {
     __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
     __builtin_amdgcn_wave_barrier();
     __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#elif defined(QH_HOSTSIM)
+    qhsim_wave_sync();
 #else
     __syncwarp();
 #endif
@@ -192,17 +240,13 @@ QH_DEV float qh_tanhf(float x) {
     return x < 0.0f ? -t : t;
 }
 
-/* ---- lane exchange ---- */
-QH_DEV uint32_t qh_shfl_u32(uint32_t v, uint32_t src_lane) {
-#if defined(QH_AMD)
-    return (uint32_t)__builtin_amdgcn_ds_bpermute((int)(src_lane << 2), (int)v);
-#else
-    return __shfl_sync(0xffffffffu, v, src_lane);
-#endif
-}
 QH_DEV float qh_bits_f32(uint32_t u) {
 #if defined(QH_AMD)
     return __builtin_bit_cast(float, u);
+#elif defined(QH_HOSTSIM)
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 #else
     return __uint_as_float(u);
 #endif
@@ -210,18 +254,33 @@ QH_DEV float qh_bits_f32(uint32_t u) {
 QH_DEV uint32_t qh_f32_bits(float f) {
 #if defined(QH_AMD)
     return __builtin_bit_cast(uint32_t, f);
+#elif defined(QH_HOSTSIM)
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
 #else
     return __float_as_uint(f);
+#endif
+}
+
+/* ---- lane exchange ---- */
+QH_DEV uint32_t qh_shfl_u32(uint32_t v, uint32_t src_lane) {
+#if defined(QH_AMD)
+    return (uint32_t)__builtin_amdgcn_ds_bpermute((int)(src_lane << 2), (int)v);
+#elif defined(QH_HOSTSIM)
+    return qhsim_shfl(v, src_lane);
+#else
+    return __shfl_sync(0xffffffffu, v, src_lane);
 #endif
 }
 QH_DEV float qh_shfl_f32(float v, uint32_t src_lane) {
     return qh_bits_f32(qh_shfl_u32(qh_f32_bits(v), src_lane));
 }
 QH_DEV float qh_shfl_xor_f32(float v, uint32_t mask) {
-#if defined(QH_AMD)
-    return qh_shfl_f32(v, qh_lane() ^ mask);
-#else
+#if defined(QH_NVIDIA)
     return __shfl_xor_sync(0xffffffffu, v, mask);
+#else
+    return qh_shfl_f32(v, qh_lane() ^ mask);
 #endif
 }
 QH_DEV float qh_wave_max(float v) {
@@ -251,6 +310,5 @@ struct alignas(8) qh_u32x2 {
 struct alignas(16) qh_u32x4 {
     uint32_t x, y, z, w;
 };
-
 
 #endif /* QH_DEVICE_H */

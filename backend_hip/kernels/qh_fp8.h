@@ -66,18 +66,37 @@ template <int FMT> QH_DEV constexpr float qh_fp8_factor() {
     return qh_fp8_path<FMT>::reencode ? 2.0f : 1.0f;
 }
 
+#if defined(QH_GFX942) || defined(QH_GFX12)
+/* V_CVT_PK_F32_FP8: the two codes of one 16-bit half of w (HI selects the
+ * upper half, the instruction's word-select / OPSEL bit) in the target's
+ * native fp8 format (fnuz on gfx942, fn on gfx12) -> two f32, lower byte
+ * first. The host simulation decodes them exactly as the ISA defines. */
+template <bool HI> QH_DEV void qh_cvt_pk_f32_fp8(uint32_t w, float out[2]) {
+#if defined(QH_AMD)
+    typedef float v2f __attribute__((ext_vector_type(2)));
+    const v2f r = __builtin_amdgcn_cvt_pk_f32_fp8((int)w, HI);
+    out[0] = r.x;
+    out[1] = r.y;
+#else
+#if defined(QH_GFX942)
+    constexpr int NATIVE = QH_FNUZ;
+#else
+    constexpr int NATIVE = QH_FN;
+#endif
+    const uint32_t h = HI ? w >> 16 : w;
+    out[0] = qh_fp8_decode_bits<NATIVE>(h & 0xFFu);
+    out[1] = qh_fp8_decode_bits<NATIVE>((h >> 8) & 0xFFu);
+#endif
+}
+#endif
+
 /* Four codes of one word -> four f32 (times 1/qh_fp8_factor). */
 template <int FMT> QH_DEV void qh_fp8x4_to_f32(uint32_t w, float out[4]) {
 #if defined(QH_GFX942) || defined(QH_GFX12)
     if constexpr (qh_fp8_path<FMT>::native) {
         if constexpr (qh_fp8_path<FMT>::reencode) w = qh_fn_to_fnuz_x4(w);
-        typedef float v2f __attribute__((ext_vector_type(2)));
-        v2f lo = __builtin_amdgcn_cvt_pk_f32_fp8((int)w, false); /* bytes 0, 1 */
-        v2f hi = __builtin_amdgcn_cvt_pk_f32_fp8((int)w, true);  /* bytes 2, 3 */
-        out[0] = lo.x;
-        out[1] = lo.y;
-        out[2] = hi.x;
-        out[3] = hi.y;
+        qh_cvt_pk_f32_fp8<false>(w, out);     /* bytes 0, 1 */
+        qh_cvt_pk_f32_fp8<true>(w, out + 2);  /* bytes 2, 3 */
         return;
     }
 #endif

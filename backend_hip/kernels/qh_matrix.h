@@ -11,8 +11,9 @@
  *   A and B share the slot-to-k map, so a kernel may assign any bijection
  *   between (g, e) slots and its reduction index, as long as it feeds both
  *   operands through the same one (the decode kernel does).
- *   Elsewhere a wave32 emulation with the same layout runs on plain FMA: the
- *   NVIDIA twin executes exactly the fragment bookkeeping gfx12 runs.
+ *   Elsewhere (the NVIDIA twin, the gfx12 host simulation) a wave32
+ *   emulation with the same layout runs on plain FMA, so the fragment
+ *   bookkeeping the gfx12 kernel does is executed there too.
  *
  * MFMA 16x16x32 fp8 x fp8 -> f32, wave64 (gfx942, V_MFMA_F32_16X16X32_FP8_FP8,
  *   operands E4M3 FNUZ):
@@ -20,17 +21,19 @@
  *   A: lane holds row i = c, 8 bytes = k 8*g .. 8*g + 7 (byte b is k = 8g + b)
  *   B: lane holds column j = c, same k bytes
  *   C/D: lane holds column j = c, VGPR v is row i = 4*g + v
+ *   The gfx942 host simulation emulates it lane by lane from this layout.
  */
 #ifndef QH_MATRIX_H
 #define QH_MATRIX_H
 
 #include "qh_device.h"
+#include "qh_fp8.h"
 
 /* ---- WMMA bf16 16x16x16 (wave32) ---- */
 #if QH_WAVE == 32
 /* a, b: 4 words of bf16 pairs (slot 2v in the low half of word v). */
 QH_DEV void qh_wmma_bf16(const uint32_t a[4], const uint32_t b[4], float c[8]) {
-#if defined(QH_GFX12)
+#if defined(QH_GFX12) && defined(QH_AMD)
     typedef short v8s __attribute__((ext_vector_type(8)));
     typedef float v8f __attribute__((ext_vector_type(8)));
     v8s va, vb;
@@ -84,6 +87,7 @@ QH_DEV void qh_wmma_bf16(const uint32_t a[4], const uint32_t b[4], float c[8]) {
 #if defined(QH_GFX942)
 /* a, b: 8 fnuz codes each (byte b is k = 8*g + b); c: 4 rows 4g..4g+3. */
 QH_DEV void qh_mfma_fp8(uint64_t a, uint64_t b, float c[4]) {
+#if defined(QH_AMD)
     typedef float v4f __attribute__((ext_vector_type(4)));
     v4f vc = {c[0], c[1], c[2], c[3]};
     vc = __builtin_amdgcn_mfma_f32_16x16x32_fp8_fp8((long)a, (long)b, vc, 0, 0, 0);
@@ -91,6 +95,33 @@ QH_DEV void qh_mfma_fp8(uint64_t a, uint64_t b, float c[4]) {
     c[1] = vc[1];
     c[2] = vc[2];
     c[3] = vc[3];
+#else
+    /* Emulation: lane (g, c) computes D[4g + v][c], v = 0..3. Column c of B
+     * is in lanes c + 16g' (k = 8g' ..), row i of A in lanes i + 16g'. */
+    const uint32_t lane = qh_lane(), g = lane >> 4, col = lane & 15u;
+    float bcol[32];
+    for (uint32_t gg = 0; gg < 4; ++gg) {
+        const uint32_t src = col + 16u * gg;
+        const uint32_t lo = qh_shfl_u32((uint32_t)b, src), hi = qh_shfl_u32((uint32_t)(b >> 32), src);
+        for (int i = 0; i < 4; ++i) {
+            bcol[8 * gg + i] = qh_fp8_decode_bits<QH_FNUZ>((lo >> (8 * i)) & 0xFFu);
+            bcol[8 * gg + 4 + i] = qh_fp8_decode_bits<QH_FNUZ>((hi >> (8 * i)) & 0xFFu);
+        }
+    }
+    for (int v = 0; v < 4; ++v) {
+        const uint32_t row = 4u * g + (uint32_t)v;
+        float acc = c[v];
+        for (uint32_t gg = 0; gg < 4; ++gg) {
+            const uint32_t src = row + 16u * gg;
+            const uint32_t lo = qh_shfl_u32((uint32_t)a, src), hi = qh_shfl_u32((uint32_t)(a >> 32), src);
+            for (int i = 0; i < 4; ++i) {
+                acc += qh_fp8_decode_bits<QH_FNUZ>((lo >> (8 * i)) & 0xFFu) * bcol[8 * gg + i];
+                acc += qh_fp8_decode_bits<QH_FNUZ>((hi >> (8 * i)) & 0xFFu) * bcol[8 * gg + 4 + i];
+            }
+        }
+        c[v] = acc;
+    }
+#endif
 }
 #endif
 

@@ -68,14 +68,18 @@ static qattn_status device_name_arch(qh_backend *be, int dev, char *name, size_t
     hipDeviceProp_t prop;
     qattn_status s = qh_check(be, hipGetDeviceProperties(&prop, dev), "hipGetDeviceProperties");
     if (s != QATTN_OK) return s;
-    snprintf(name, nn, "%s", prop.name);
+    snprintf(name, nn, "%.*s", (int)(nn - 1), prop.name);
     base_arch(prop.gcnArchName, arch, na);
-#else
+#elif defined(QH_PLATFORM_NVIDIA)
     struct cudaDeviceProp prop;
     qattn_status s = qh_check(be, cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
     if (s != QATTN_OK) return s;
-    snprintf(name, nn, "%s", prop.name);
+    snprintf(name, nn, "%.*s", (int)(nn - 1), prop.name);
     snprintf(arch, na, "sm_%d%d", prop.major, prop.minor);
+    (void)base_arch;
+#else
+    qattn_status s = qh_check(be, qhsim_device_name_arch(dev, name, nn, arch, na), "simulated device");
+    if (s != QATTN_OK) return s;
     (void)base_arch;
 #endif
     return QATTN_OK;
@@ -141,7 +145,7 @@ static qattn_status fill_caps(qh_backend *be) {
     qattn_status s = device_name_arch(be, be->device, c->device_name, sizeof c->device_name, arch,
                                       sizeof arch);
     if (s != QATTN_OK) return s;
-    snprintf(c->arch, sizeof c->arch, "%s", arch);
+    snprintf(c->arch, sizeof c->arch, "%.*s", (int)sizeof c->arch - 1, arch);
     int cu = 0, warp = 0, lds = 0, maxwg = 0;
     if ((s = qh_check(be, hipDeviceGetAttribute(&cu, hipDeviceAttributeMultiprocessorCount, be->device),
                       "hipDeviceGetAttribute(compute units)")) != QATTN_OK ||

@@ -1,7 +1,8 @@
 /*
  * The one place that decides which runtime the host side talks to:
- * QH_PLATFORM_AMD (ROCm's HIP runtime, libamdhip64) or QH_PLATFORM_NVIDIA
- * (the CUDA runtime through qh_cuda_as_hip.h). CMake defines one of them.
+ * QH_PLATFORM_AMD (ROCm's HIP runtime, libamdhip64), QH_PLATFORM_NVIDIA
+ * (the CUDA runtime through qh_cuda_as_hip.h) or QH_PLATFORM_HOSTSIM (the
+ * CPU simulation of one AMD target, hostsim/, for CI). CMake defines one.
  * Everything else in backend_hip/src is written against the hip* names.
  */
 #ifndef QH_PLATFORM_H
@@ -16,8 +17,11 @@
 #elif defined(QH_PLATFORM_NVIDIA)
 #include "qh_cuda_as_hip.h"
 #define QH_PLATFORM_NAME "nvidia"
+#elif defined(QH_PLATFORM_HOSTSIM)
+#include "hostsim/qh_hostsim_as_hip.h"
+#define QH_PLATFORM_NAME "hostsim"
 #else
-#error "define QH_PLATFORM_AMD or QH_PLATFORM_NVIDIA"
+#error "define QH_PLATFORM_AMD, QH_PLATFORM_NVIDIA or QH_PLATFORM_HOSTSIM"
 #endif
 
 #endif /* QH_PLATFORM_H */
