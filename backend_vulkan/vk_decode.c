@@ -119,7 +119,11 @@ static int stage1_of(const qattn_vk *vk, const qattn_decode_plan *p, stage1 *st,
                 snprintf(why, n, "packed_fp8 with a %s cache", qattn_dtype_name(p->kv_dtype));
                 return 0;
             }
-            snprintf(st->shader, sizeof st->shader, "decode_packed_%s", dt);
+            /* A precompiled specialization of this geometry when the build
+             * has one (shaders/decode.variants.cmake), else the general one. */
+            snprintf(st->shader, sizeof st->shader, "decode_packed_%s_l%uq%uu%u", dt, lpk, qh, U);
+            if (D != 128 || R != 1 || !qattn_vk_has_shader(st->shader))
+                snprintf(st->shader, sizeof st->shader, "decode_packed_%s", dt);
         } else {
             snprintf(st->shader, sizeof st->shader, "decode_scalar_%s", dt);
         }

@@ -202,6 +202,7 @@ static qattn_status create_device(qattn_vk *vk, char *err, size_t n) {
     const int e_bf16 = has_ext(ext, n_ext, "VK_KHR_shader_bfloat16");
     const int e_fp8 = has_ext(ext, n_ext, "VK_EXT_shader_float8");
     const int e_nvsm = has_ext(ext, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+    const int e_pexec = has_ext(ext, n_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     const int e_amdcore = has_ext(ext, n_ext, VK_AMD_SHADER_CORE_PROPERTIES_2_EXTENSION_NAME) &&
                           has_ext(ext, n_ext, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
     free(ext);
@@ -272,11 +273,22 @@ static qattn_status create_device(qattn_vk *vk, char *err, size_t n) {
     e13.subgroupSizeControl = f13.subgroupSizeControl;
     e13.computeFullSubgroups = f13.computeFullSubgroups;
     e13.maintenance4 = f13.maintenance4;
-    const char *dev_exts[2];
+    const char *dev_exts[3];
     uint32_t n_dev_exts = 0;
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pexec = {
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    if (vk->capture && e_pexec) {
+        pexec.pipelineExecutableInfo = VK_TRUE;
+        pexec.pNext = e13.pNext;
+        e13.pNext = &pexec;
+        dev_exts[n_dev_exts++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+    } else {
+        vk->capture = 0;
+    }
     vk->has_coopmat = e_coop && coop.cooperativeMatrix && f12.shaderFloat16 && f12.vulkanMemoryModel;
     if (vk->has_coopmat) {
         ecoop.cooperativeMatrix = VK_TRUE;
+        ecoop.pNext = e13.pNext;
         e13.pNext = &ecoop;
         dev_exts[n_dev_exts++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
     }
@@ -459,6 +471,11 @@ static qattn_status create_runtime(qattn_vk *vk, char *err, size_t n) {
 
 qattn_status qattn_vk_create(const qattn_context_options *options, void **be, char *err,
                              size_t err_size) {
+    return qattn_vk_create_ex(options, 0, be, err, err_size);
+}
+
+qattn_status qattn_vk_create_ex(const qattn_context_options *options, int capture, void **be,
+                                char *err, size_t err_size) {
     char scratch[8];
     if (!err || err_size == 0) {
         err = scratch;
@@ -474,6 +491,7 @@ qattn_status qattn_vk_create(const qattn_context_options *options, void **be, ch
     qattn_vk *vk = calloc(1, sizeof *vk);
     if (!vk) return QATTN_ERR_OUT_OF_MEMORY;
     vk->debug_validation = options && options->debug_validation;
+    vk->capture = capture;
     const char *sel = options ? options->device : NULL;
     if (!sel || !*sel) sel = getenv("QATTN_VULKAN_DEVICE");
     qattn_status s = create_instance(vk, vk->debug_validation, err, err_size);

@@ -103,6 +103,7 @@ typedef struct qattn_vk {
     int n_pipelines, cap_pipelines;
 
     int debug_validation;
+    int capture;                        /* pipelines keep statistics/IR (tools only) */
     int n_messages;                     /* unreported validation messages */
     char messages[QATTN_VK_MESSAGE_BYTES]; /* their text, newest appended */
     char message[QATTN_VK_MESSAGE_BYTES];  /* text of the last failure */
@@ -126,6 +127,12 @@ const char *qattn_vk_result_name(VkResult r);
 /* ---- device (vk_device.c) ---------------------------------------------- */
 qattn_status qattn_vk_create(const qattn_context_options *options, void **be, char *err,
                              size_t err_size);
+/* As qattn_vk_create; capture != 0 also enables
+ * VK_KHR_pipeline_executable_properties (when the device has it) and makes
+ * every pipeline keep its statistics and internal representations, for
+ * backend_vulkan/tools/qattn_vk_stats. */
+qattn_status qattn_vk_create_ex(const qattn_context_options *options, int capture, void **be,
+                                char *err, size_t err_size);
 void qattn_vk_destroy(void *be);
 qattn_status qattn_vk_get_caps(void *be, qattn_device_caps *caps);
 

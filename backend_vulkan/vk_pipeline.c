@@ -76,6 +76,9 @@ qattn_status qattn_vk_pipeline(qattn_vk *vk, const char *shader, const uint32_t 
         ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
     }
     ci.layout = vk->layout;
+    if (vk->capture)
+        ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR |
+                    VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
     VkPipeline pipeline = VK_NULL_HANDLE;
     r = vk->vkd.vkCreateComputePipelines(vk->device, VK_NULL_HANDLE, 1, &ci, NULL, &pipeline);
     vk->vkd.vkDestroyShaderModule(vk->device, module, NULL);

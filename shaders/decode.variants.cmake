@@ -8,6 +8,17 @@ endforeach()
 foreach(dt fp8fn fp8fnuz)
   string(TOUPPER ${dt} DT)
   qattn_shader(NAME decode_packed_${dt} SOURCE decode.comp DEFINES KV_${DT}=1 PACKED=1)
+  # Precompiled specializations of the packed reader's hot geometries
+  # (lanes per key, query heads per workgroup, keys per tile and group):
+  # the planner's choice on 32-lane devices for GQA 4 and 8, and on 8-lane ones
+  # (lavapipe, which so runs this code path in CI).
+  foreach(cfg "16;4;2" "16;8;2" "8;2;2")
+    list(GET cfg 0 l)
+    list(GET cfg 1 q)
+    list(GET cfg 2 u)
+    qattn_shader(NAME decode_packed_${dt}_l${l}q${q}u${u} SOURCE decode.comp
+                 DEFINES KV_${DT}=1 PACKED=1 FIX_LPK=${l} FIX_QH=${q} FIX_U=${u})
+  endforeach()
 endforeach()
 qattn_shader(NAME decode_merge SOURCE merge.comp)
 # Matrix-unit stage 1 (f16 operands; a bf16 cache has no coopmat variant).

@@ -248,13 +248,13 @@ static qattn_status scalar_geometry(const qattn_device_caps *caps, const qattn_d
     /* Query rows of one request per workgroup: all of them for multirow
      * (they share each K/V load), one for generic. */
     const int64_t rb = p->variant == QATTN_DECODE_GENERIC ? 1 : R;
-    /* Lanes per key: the packed reader gives each lane 16 codes (one 16-byte
-     * load) at GQA 4 and 8 codes (8 bytes) at GQA 8 so that 8 rows of q and
-     * accumulators still fit in registers; the generic reader aims at 8
-     * elements per lane. Never more lanes than a subgroup has. */
-    int64_t lpk;
-    if (p->variant == QATTN_DECODE_PACKED_FP8) lpk = G <= 4 ? 8 : 16;
-    else lpk = D / 8;
+    /* Lanes per key: 8 elements per lane (the packed reader: two words, one
+     * 8-byte load; 16 lanes cover a D-128 row in one 128-byte transaction),
+     * which leaves registers for up to 8 query rows, two tiles of raw codes
+     * in flight and the scores (measured on the H200: 16 lanes with 4 or 8
+     * rows were the fastest packed geometries). Never more lanes than a
+     * subgroup has. */
+    int64_t lpk = D / 8;
     while (lpk > (int64_t)sg) lpk /= 2;
     if (lpk < 1) lpk = 1;
     if (tune->lpk) {
@@ -315,7 +315,10 @@ static qattn_status scalar_geometry(const qattn_device_caps *caps, const qattn_d
     if (wg != wg0)
         note(p, "shared memory: workgroup %u -> %u lanes to fit %u B", (unsigned)wg0, (unsigned)wg,
              (unsigned)caps->max_shared_bytes);
-    int64_t depth = (qh * rb * dpl) <= 32 ? 4 : 2;
+    /* Two keys per group and tile (with two tiles in flight): on the H200,
+     * 4 and 8 were slower (more registers, fewer resident workgroups);
+     * docs/perf_decode_notes.md. */
+    int64_t depth = 2;
     if (tune->depth) {
         if (tune->depth < 1 || tune->depth > 8)
             return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
