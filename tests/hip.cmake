@@ -14,8 +14,58 @@
 #    built; without a device it exits 77 (skipped, never passed).
 include(${CMAKE_CURRENT_LIST_DIR}/parity/parity.cmake)
 
+# ---- 1. code-object qualification ----
+get_property(_hip_cos GLOBAL PROPERTY QATTN_HIP_CODE_OBJECTS)
+if(_hip_cos AND QATTN_LLVM_READELF AND QATTN_LLVM_OBJDUMP)
+  add_executable(qattn_hip_qualify hip/qualify_main.c hip/qualify_read.c hip/qualify_occupancy.c)
+  target_include_directories(qattn_hip_qualify PRIVATE ${CMAKE_CURRENT_LIST_DIR}/hip
+                             ${PROJECT_SOURCE_DIR}/backend_hip/kernels)
+  set(_hip_args "")
+  set(_hip_files "")
+  foreach(e ${_hip_cos})
+    string(REPLACE "|" ";" f "${e}")
+    list(GET f 0 t)
+    list(GET f 2 p)
+    list(APPEND _hip_args "${t}:${p}")
+    list(APPEND _hip_files ${p})
+  endforeach()
+  add_test(NAME hip_qualify_code_objects
+           COMMAND qattn_hip_qualify --readelf ${QATTN_LLVM_READELF} --objdump ${QATTN_LLVM_OBJDUMP}
+                   --table ${CMAKE_CURRENT_BINARY_DIR}/hip_qualification.md ${_hip_args})
+  set_tests_properties(hip_qualify_code_objects PROPERTIES LABELS "hip;qualify" TIMEOUT 300)
+  # The negative case: a kernel that must spill, which the checker must reject.
+  set(_probe ${CMAKE_CURRENT_BINARY_DIR}/hip_spill_probe.gfx942.co)
+  add_custom_command(
+    OUTPUT ${_probe}
+    COMMAND ${QATTN_AMDGPU_CLANG} -x hip --offload-arch=gfx942 --offload-device-only
+            --no-gpu-bundle-output -nogpuinc -nogpulib -O3 -c ${CMAKE_CURRENT_LIST_DIR}/hip/spill_probe.hip
+            -o ${_probe}
+    DEPENDS ${CMAKE_CURRENT_LIST_DIR}/hip/spill_probe.hip
+    COMMENT "HIP qualification probe (must spill)"
+    VERBATIM)
+  add_custom_target(qattn_hip_spill_probe ALL DEPENDS ${_probe})
+  add_test(NAME hip_qualify_rejects_spilling_kernel
+           COMMAND qattn_hip_qualify --readelf ${QATTN_LLVM_READELF} --objdump ${QATTN_LLVM_OBJDUMP}
+                   --expect-reject spill gfx942:${_probe})
+  set_tests_properties(hip_qualify_rejects_spilling_kernel PROPERTIES LABELS "hip;qualify" TIMEOUT 120)
+endif()
+
+# The AMD-planned geometry (gfx1201 packed decode, gfx942 staged MQA) run on
+# whatever HIP device the build reaches: tests/hip/hip_twin_plans.c.
+function(qattn_hip_twin_test exe lib test_name)
+  add_executable(${exe} ${CMAKE_CURRENT_LIST_DIR}/hip/hip_twin_plans.c)
+  target_include_directories(${exe} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/common)
+  target_link_libraries(${exe} PRIVATE ${lib} qattn_core)
+  if(QATTN_PARITY_LIBM)
+    target_link_libraries(${exe} PRIVATE ${QATTN_PARITY_LIBM})
+  endif()
+  add_test(NAME ${test_name} COMMAND ${exe})
+  set_tests_properties(${test_name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "hip;parity")
+endfunction()
+
 # ---- 3. the real backend ----
 if(TARGET qattn_hip)
+  qattn_hip_twin_test(qattn_hip_twin_plans qattn_hip hip_twin_plans)
   foreach(op ${QATTN_PARITY_OPS})
     add_test(NAME parity_hip_${op} COMMAND qattn_parity --backend hip --op ${op})
     set_tests_properties(parity_hip_${op} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
@@ -35,6 +85,9 @@ foreach(sim ${_hip_sims})
   target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>"
                         qattn_core)
   target_compile_definitions(${exe} PRIVATE QATTN_PARITY_HAVE_HIP)
+  qattn_hip_twin_test(qattn_hip_twin_plans_hostsim_${sim}
+                      "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>"
+                      hip_hostsim_${sim}_twin_plans)
   foreach(op ${QATTN_PARITY_OPS})
     add_test(NAME hip_hostsim_${sim}_parity_${op} COMMAND ${exe} --backend hip --op ${op})
     set_tests_properties(hip_hostsim_${sim}_parity_${op} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900

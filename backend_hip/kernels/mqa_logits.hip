@@ -150,7 +150,7 @@ QH_DEV void mqa_direct(const qh_mqa_params &p) {
  * read 8-byte fragments: D plus two words keeps them 8-byte aligned (one
  * ds_read_b64 with an immediate offset) and conflict-free for 16 lanes. */
 QH_DEV constexpr int mqa_stride_fma(int dmax) { return dmax + 4; }
-QH_DEV constexpr int mqa_stride_mfma(int d) { return d + 8; }
+[[maybe_unused]] QH_DEV constexpr int mqa_stride_mfma(int d) { return d + 8; }
 
 /* Stages K columns [c, c + n) of the tile into `kt` (zero rows past n) and
  * their scales (times both format factors) into `kts`. */

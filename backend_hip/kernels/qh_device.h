@@ -94,6 +94,8 @@ uint32_t qhsim_bid(int dim);
 void qhsim_barrier(void);
 void qhsim_wave_sync(void);
 uint32_t qhsim_shfl(uint32_t v, uint32_t src_lane);
+/* every lane's v, in lane order, into all[0 .. wave) (for the emulations) */
+void qhsim_wave_gather_u64(uint64_t v, uint64_t *all);
 }
 #endif
 

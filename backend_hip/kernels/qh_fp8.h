@@ -21,15 +21,16 @@
 #include "qh_device.h"
 #include "qh_params.h" /* QH_BF16, QH_FN, QH_FNUZ, QH_I8 */
 
-/* ---- exact bit-arithmetic decode of one E4M3 code ---- */
+/* ---- exact bit-arithmetic decode of one E4M3 code ----
+ * The 7 magnitude bits shifted to an f32's exponent/mantissa position read
+ * as 2^(e-127) (1 + m/8) for e > 0 and as the f32 subnormal m/8 * 2^-126 for
+ * e = 0; one multiply by 2^(127 - bias) turns both into the E4M3 value
+ * exactly (a power-of-two scaling; f32 subnormals are kept, never flushed,
+ * in every build of these kernels). Then the sign, and the format's NaN. */
 template <int FMT> QH_DEV float qh_fp8_decode_bits(uint32_t c) {
-    constexpr uint32_t bias = FMT == QH_FN ? 7u : 8u;
-    /* subnormal quantum 2^(1 - bias - 3) */
-    constexpr float sub = FMT == QH_FN ? 1.0f / 512.0f : 1.0f / 1024.0f;
+    constexpr float scale = FMT == QH_FN ? 0x1p120f : 0x1p119f; /* 2^(127 - bias) */
     const uint32_t mag = c & 0x7Fu;
-    float v = (mag >> 3) == 0 ? (float)mag * sub
-                              : qh_bits_f32((mag << 20) + ((127u - bias) << 23));
-    if (c & 0x80u) v = -v;
+    const float v = qh_bits_f32(qh_f32_bits(qh_bits_f32(mag << 20) * scale) | ((c & 0x80u) << 24));
     const bool nan = FMT == QH_FN ? mag == 0x7Fu : c == 0x80u;
     return nan ? __builtin_nanf("") : v;
 }

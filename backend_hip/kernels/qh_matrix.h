@@ -98,26 +98,18 @@ QH_DEV void qh_mfma_fp8(uint64_t a, uint64_t b, float c[4]) {
 #else
     /* Emulation: lane (g, c) computes D[4g + v][c], v = 0..3. Column c of B
      * is in lanes c + 16g' (k = 8g' ..), row i of A in lanes i + 16g'. */
+    uint64_t aw[64], bw[64];
+    qhsim_wave_gather_u64(a, aw);
+    qhsim_wave_gather_u64(b, bw);
     const uint32_t lane = qh_lane(), g = lane >> 4, col = lane & 15u;
-    float bcol[32];
-    for (uint32_t gg = 0; gg < 4; ++gg) {
-        const uint32_t src = col + 16u * gg;
-        const uint32_t lo = qh_shfl_u32((uint32_t)b, src), hi = qh_shfl_u32((uint32_t)(b >> 32), src);
-        for (int i = 0; i < 4; ++i) {
-            bcol[8 * gg + i] = qh_fp8_decode_bits<QH_FNUZ>((lo >> (8 * i)) & 0xFFu);
-            bcol[8 * gg + 4 + i] = qh_fp8_decode_bits<QH_FNUZ>((hi >> (8 * i)) & 0xFFu);
-        }
-    }
     for (int v = 0; v < 4; ++v) {
         const uint32_t row = 4u * g + (uint32_t)v;
         float acc = c[v];
         for (uint32_t gg = 0; gg < 4; ++gg) {
-            const uint32_t src = row + 16u * gg;
-            const uint32_t lo = qh_shfl_u32((uint32_t)a, src), hi = qh_shfl_u32((uint32_t)(a >> 32), src);
-            for (int i = 0; i < 4; ++i) {
-                acc += qh_fp8_decode_bits<QH_FNUZ>((lo >> (8 * i)) & 0xFFu) * bcol[8 * gg + i];
-                acc += qh_fp8_decode_bits<QH_FNUZ>((hi >> (8 * i)) & 0xFFu) * bcol[8 * gg + 4 + i];
-            }
+            const uint64_t av = aw[row + 16u * gg], bv = bw[col + 16u * gg];
+            for (int i = 0; i < 8; ++i)
+                acc += qh_fp8_decode_bits<QH_FNUZ>((uint32_t)(av >> (8 * i)) & 0xFFu) *
+                       qh_fp8_decode_bits<QH_FNUZ>((uint32_t)(bv >> (8 * i)) & 0xFFu);
         }
         c[v] = acc;
     }

@@ -130,6 +130,15 @@ uint32_t qhsim_shfl(uint32_t v, uint32_t src_lane) {
     return r;
 }
 
+void qhsim_wave_gather_u64(uint64_t v, uint64_t *all) {
+    static uint64_t xbuf64[MAX_THREADS];
+    const uint32_t base = S.cur->tid / SIM_WAVE * SIM_WAVE;
+    xbuf64[S.cur->tid] = v;
+    qhsim_wave_sync();
+    for (uint32_t l = 0; l < SIM_WAVE; ++l) all[l] = base + l < S.n ? xbuf64[base + l] : 0u;
+    qhsim_wave_sync();
+}
+
 /* Runs one workgroup to completion; 0 on success, -1 on a divergent sync. */
 static int run_block(void) {
     for (unsigned t = 0; t < S.n; ++t) {
