@@ -3,6 +3,7 @@
  * shaders/mqa_logits_coopmat.comp as mqa_logits_coopmat). The plan fixes the
  * geometry; this file turns it into specialization constants and the push
  * block, and nothing else: no copies, no padding, no allocation. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "vk_internal.h"
@@ -18,7 +19,7 @@ typedef struct mqa_push {
 enum {
     SPEC_THREADS, SPEC_SG, SPEC_RPS, SPEC_NSG, SPEC_KT, SPEC_D, SPEC_Q_FNUZ, SPEC_K_FNUZ,
     SPEC_INDEX64, SPEC_ALIGN16, SPEC_MT, SPEC_NT, SPEC_HEADS, SPEC_TM, SPEC_TN, SPEC_TK,
-    SPEC_SPR, SPEC_RPSG, SPEC_RPW, SPEC_KBUF4, SPEC_SCRATCH, SPEC_COUNT
+    SPEC_SPR, SPEC_RPSG, SPEC_RPW, SPEC_KBUF4, SPEC_SCRATCH, SPEC_WSH, SPEC_COUNT
 };
 
 static const char *shader_for(qattn_mqa_variant v) {
@@ -173,6 +174,14 @@ qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
         spec[SPEC_RPW] = (uint32_t)plan->rows_per_workgroup;
         spec[SPEC_KBUF4] = (uint32_t)(kbuf / 4);
         spec[SPEC_SCRATCH] = (uint32_t)(nsg * spec[SPEC_RPSG] * shape.m * bn);
+        /* Measurement knob: QATTN_MQA_TUNE=wsh keeps the weight matrices in
+         * shared memory instead of registers (qattn_mqa_tune compares). */
+        const char *tune = getenv("QATTN_MQA_TUNE");
+        spec[SPEC_WSH] = 1;
+        if (tune && strstr(tune, "wsh")) {
+            const int64_t wsh = nsg * mt * 16 * shape.n;
+            if (plan->shared_bytes + (uint64_t)wsh * 4 <= vk->caps.max_shared_bytes) spec[SPEC_WSH] = (uint32_t)wsh;
+        }
         n_spec = SPEC_COUNT;
         if (vk->has_subgroup_size_control) pin = (uint32_t)plan->subgroup_size;
     }

@@ -15,6 +15,7 @@
  * pair, the q.k product only (as DeepGEMM counts). Device time comes from
  * the backend's timestamps (qattn_last_op_time_ms); the median of N runs.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,12 +159,15 @@ static void time_plan(qattn_context *dev, qattn_context *cpu, const preset *p, b
 
 /* A coopmat plan with MT m-groups per subgroup, NT n-groups per tile and G
  * slices (0 = keep), derived from the planner's plan of the same shape. */
-static int reshape(const qattn_mqa_logits_plan *base, int H, int mt, int nt, int g, qattn_mqa_logits_plan *out) {
+static int reshape(const qattn_mqa_logits_plan *base, int H, int mt, int nt, int g, int nsg_mul,
+                   qattn_mqa_logits_plan *out) {
     *out = *base;
     const int units = H / 16;
     if (!(units % mt == 0 || mt % units == 0)) return 0;
     const int spr = units > mt ? units / mt : 1, rpsg = mt > units ? mt / units : 1;
-    const int nsg = spr * ((4 + spr - 1) / spr);
+    /* At least 4 subgroups, whole rows: this may give one-row workgroups,
+     * which the planner avoids; kept here to probe them. */
+    const int nsg = spr * ((4 + spr - 1) / spr) * nsg_mul;
     out->subgroups_per_workgroup = nsg;
     out->rows_per_subgroup = rpsg;
     out->rows_per_workgroup = nsg / spr * rpsg;
@@ -252,29 +256,22 @@ int main(int argc, char **argv) {
         }
         time_plan(dev, cpu, &p, &b, &plan, "planner", runs, pairs);
         if (sweep && pi == 0 && plan.variant == QATTN_MQA_COOPMAT) {
-            static const int mts[] = {1, 2, 4}, nts[] = {2, 4};
-            for (size_t x = 0; x < 3; ++x)
-                for (size_t y = 0; y < 2; ++y) {
-                    qattn_mqa_logits_plan q;
-                    char label[64];
-                    if (!reshape(&plan, p.H, mts[x], nts[y], 0, &q)) continue;
-                    snprintf(label, sizeof label, "mt%d nt%d", mts[x], nts[y]);
-                    time_plan(dev, cpu, &p, &b, &q, label, runs, pairs);
-                }
-            const int gs[] = {1, 2 * plan.kv_slices, 4 * plan.kv_slices};
-            for (size_t x = 0; x < 3; ++x) {
+            /* {m-tiles, n-tiles, slices (0 = planner's), subgroup multiplier,
+             * weights in shared memory} */
+            static const int cfg[][5] = {{4, 2, 0, 1, 1}, {4, 4, 0, 1, 1}, {4, 1, 0, 1, 0}, {2, 2, 0, 1, 0},
+                                         {2, 4, 0, 1, 0}, {1, 2, 0, 1, 0}, {4, 2, 0, 2, 0}, {4, 4, 0, 2, 1},
+                                         {4, 2, 1, 1, 0}, {4, 2, -2, 1, 0}};
+            for (size_t x = 0; x < sizeof cfg / sizeof cfg[0]; ++x) {
                 qattn_mqa_logits_plan q;
                 char label[64];
-                const int mt = p.H * plan.rows_per_workgroup / plan.subgroups_per_workgroup / 16;
-                reshape(&plan, p.H, mt, plan.kv_tile / 16, gs[x], &q);
-                snprintf(label, sizeof label, "slices %d", gs[x]);
+                const int g = cfg[x][2] < 0 ? -cfg[x][2] * plan.kv_slices : cfg[x][2];
+                if (!reshape(&plan, p.H, cfg[x][0], cfg[x][1], g, cfg[x][3], &q)) continue;
+                snprintf(label, sizeof label, "mt%d nt%d x%d%s%s", cfg[x][0], cfg[x][1], cfg[x][3],
+                         cfg[x][4] ? " wsh" : "", g ? " slices" : "");
+                if (cfg[x][4]) setenv("QATTN_MQA_TUNE", "wsh", 1);
                 time_plan(dev, cpu, &p, &b, &q, label, runs, pairs);
+                unsetenv("QATTN_MQA_TUNE");
             }
-        }
-        if (sweep && pi == 0) {
-            qattn_mqa_logits_options so = {QATTN_MQA_STAGED, 0, 0};
-            if (qattn_mqa_logits_plan_create(dev, &a, &so, &plan) == QATTN_OK)
-                time_plan(dev, cpu, &p, &b, &plan, "staged (SIMT)", 3, pairs);
         }
         qattn_buffer *all[7] = {b.q, b.k, b.sc, b.w, b.ks, b.ke, b.l};
         for (int x = 0; x < 7; ++x) qattn_buffer_free(dev, all[x]);

@@ -222,6 +222,8 @@ static void check_contract(const qattn_device_caps *c, const qattn_mqa_logits_ar
         EXPECT(pairs % 16 == 0 && pairs >= 16 && pairs <= 64, "%lld (row, head) pairs per subgroup",
                (long long)pairs);
         EXPECT(H * p->rows_per_workgroup % p->subgroups_per_workgroup == 0, "uneven pairs");
+        /* Never one row spread over a whole workgroup (see the planner). */
+        EXPECT(p->rows_per_workgroup >= 2, "%d rows per workgroup", (int)p->rows_per_workgroup);
     }
     /* The int32 products the kernels form inside a row or a tile. */
     EXPECT((H - 1) * a->q.strides[1] + D <= INT32_MAX, "q row");
@@ -347,29 +349,32 @@ static void test_lavapipe_decisions(void **state) {
 static void test_h200_decisions(void **state) {
     (void)state;
     const qattn_device_caps c = caps_h200();
-    /* The target preset: coopmat, two m-tiles of q per subgroup at D = 128
-     * (64 registers of q), two subgroups per row of 64 heads, and the KV
-     * range split so 132 SMs see many waves. */
+    /* The target preset: coopmat, four m-tiles of q per subgroup at D = 128
+     * (128 registers of q: one whole row of 64 heads per subgroup), 32-column
+     * tiles, and the KV range split so 132 SMs see many waves. */
     qattn_mqa_logits_plan p = auto_plan(&c, (mqa_shape){2048, 65536, 64, 128});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
     assert_string_equal(p.reason, "");
     assert_int_equal(p.subgroup_size, 32);
     assert_int_equal(p.subgroups_per_workgroup, 4);
-    assert_int_equal(p.rows_per_workgroup, 2);
+    assert_int_equal(p.rows_per_workgroup, 4);
     assert_int_equal(p.rows_per_subgroup, 1);
-    assert_int_equal(p.kv_tile, 64);
+    assert_int_equal(p.kv_tile, 32);
     assert_true(p.kv_slices > 1);
     assert_true((int64_t)p.grid_x * p.grid_y >= 16 * 132);
     assert_true(p.shared_bytes <= 49152);
-    /* H = 16: one m-tile per row, so a subgroup keeps two rows. */
+    /* H = 16: one m-tile per row, so a subgroup keeps four rows. */
     p = auto_plan(&c, (mqa_shape){4096, 32768, 16, 128});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(p.rows_per_subgroup, 2);
-    /* D = 512: one m-tile of q per subgroup, and a narrower KV tile keeps the
+    assert_int_equal(p.rows_per_subgroup, 4);
+    /* D = 512: one m-tile of q per subgroup, four subgroups per row, eight
+     * subgroups so a workgroup holds two rows, and a 16-column tile keeps the
      * 520-half rows of the key tile within 48 KiB. */
     p = auto_plan(&c, (mqa_shape){1024, 4096, 64, 512});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(p.kv_tile, 32);
+    assert_int_equal(p.subgroups_per_workgroup, 8);
+    assert_int_equal(p.rows_per_workgroup, 2);
+    assert_int_equal(p.kv_tile, 16);
     assert_true(p.shared_bytes <= 49152);
     /* H = 20 cannot tile by 16 heads: staged, with the reason. */
     p = auto_plan(&c, (mqa_shape){1024, 4096, 20, 128});
