@@ -11,10 +11,11 @@
  * QATTN_ERR_BACKEND_UNAVAILABLE from qattn_context_create.
  *
  * Device requirements: Vulkan 1.3 with bufferDeviceAddress, 8- and 16-bit
- * storage-buffer access, shaderInt64, subgroup arithmetic/shuffle/clustered
- * operations in compute, and at least 256 bytes of push constants. Matrix
- * units are used through VK_KHR_cooperative_matrix when the device reports a
- * usable f16 or bf16 shape.
+ * storage-buffer access, shaderInt8/16/64, subgroup arithmetic, shuffle,
+ * ballot and vote operations in compute, and at least 256 bytes of push
+ * constants. VK_KHR_cooperative_matrix (f16 16x16x16 -> f32) is enabled when
+ * present; decode runs on it when the coopmat variant is chosen (pinned: on
+ * the H200 the scalar kernels measured faster, docs/perf_decode_notes.md).
  *
  * qattn_buffer_wrap takes a pointer to a VkBuffer created on this context's
  * device with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT and
