@@ -3,7 +3,6 @@
  * shaders/mqa_logits_coopmat.comp as mqa_logits_coopmat). The plan fixes the
  * geometry; this file turns it into specialization constants and the push
  * block, and nothing else: no copies, no padding, no allocation. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "vk_internal.h"
@@ -18,8 +17,7 @@ typedef struct mqa_push {
 /* Specialization constant ids (mqa_logits_common.glsl, mqa_logits_coopmat.comp). */
 enum {
     SPEC_THREADS, SPEC_SG, SPEC_RPS, SPEC_NSG, SPEC_KT, SPEC_D, SPEC_Q_FNUZ, SPEC_K_FNUZ,
-    SPEC_INDEX64, SPEC_ALIGN16, SPEC_MT, SPEC_NT, SPEC_HEADS, SPEC_TM, SPEC_TN, SPEC_TK,
-    SPEC_SPR, SPEC_RPSG, SPEC_RPW, SPEC_KBUF4, SPEC_SCRATCH, SPEC_WSH, SPEC_COUNT
+    SPEC_INDEX64, SPEC_ALIGN16, SPEC_MT, SPEC_NT, SPEC_HEADS, SPEC_TM, SPEC_TN, SPEC_TK, SPEC_COUNT
 };
 
 static const char *shader_for(qattn_mqa_variant v) {
@@ -92,8 +90,7 @@ int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
             (uint32_t)p->subgroup_size > vk->caps.subgroup_size_max)
             return 0;
         const int64_t mt = plan_mtiles(p);
-        return p->heads % 16 == 0 && p->kv_tile % 16 == 0 && p->kv_tile <= 64 && mt >= 1 && mt <= 4 &&
-               p->rows_per_workgroup <= 64 &&
+        return p->heads % 16 == 0 && p->kv_tile % 16 == 0 && mt >= 1 && mt <= 4 &&
                (int64_t)p->heads * p->rows_per_workgroup == mt * 16 * p->subgroups_per_workgroup;
     }
     default:
@@ -163,25 +160,6 @@ qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
         spec[SPEC_TM] = shape.m;
         spec[SPEC_TN] = shape.n;
         spec[SPEC_TK] = shape.k;
-        /* Derived sizes, as the planner's coopmat_shared() counts them
-         * (q staged 16 pairs x 32 dims per subgroup, rows padded by 8 f16). */
-        const int64_t mt = plan_mtiles(plan), units = plan->heads / 16, bn = plan->kv_tile;
-        const int64_t nsg = plan->subgroups_per_workgroup;
-        const int64_t kbuf = bn * (plan->head_dim + 8) > nsg * 16 * (32 + 8) ? bn * (plan->head_dim + 8)
-                                                                               : nsg * 16 * (32 + 8);
-        spec[SPEC_SPR] = (uint32_t)(units > mt ? units / mt : 1);
-        spec[SPEC_RPSG] = (uint32_t)(mt > units ? mt / units : 1);
-        spec[SPEC_RPW] = (uint32_t)plan->rows_per_workgroup;
-        spec[SPEC_KBUF4] = (uint32_t)(kbuf / 4);
-        spec[SPEC_SCRATCH] = (uint32_t)(nsg * spec[SPEC_RPSG] * shape.m * bn);
-        /* Measurement knob: QATTN_MQA_TUNE=wsh keeps the weight matrices in
-         * shared memory instead of registers (qattn_mqa_tune compares). */
-        const char *tune = getenv("QATTN_MQA_TUNE");
-        spec[SPEC_WSH] = 1;
-        if (tune && strstr(tune, "wsh")) {
-            const int64_t wsh = nsg * mt * 16 * shape.n;
-            if (plan->shared_bytes + (uint64_t)wsh * 4 <= vk->caps.max_shared_bytes) spec[SPEC_WSH] = (uint32_t)wsh;
-        }
         n_spec = SPEC_COUNT;
         if (vk->has_subgroup_size_control) pin = (uint32_t)plan->subgroup_size;
     }

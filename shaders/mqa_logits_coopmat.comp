@@ -38,40 +38,27 @@ layout(constant_id = 13) const int TM = 16;    // hardware matrix shape
 layout(constant_id = 14) const int TN = 16;
 layout(constant_id = 15) const int TK = 16;
 
-// Derived geometry, computed on the host (backend_vulkan/vk_mqa_logits.c)
-// and passed as plain constants so no array size depends on a
-// specialization-constant expression.
-layout(constant_id = 16) const int SPR = 2;     // subgroups per row (H / (16 MT), or 1)
-layout(constant_id = 17) const int RPSG = 1;    // rows per subgroup (16 MT / H, or 1)
-layout(constant_id = 18) const int RPW = 2;     // rows per workgroup: NSG / SPR * RPSG
-layout(constant_id = 19) const int KBUF4 = 2176; // f16vec4 in kbuf: max(BN (D+8), NSG 16 (DCH+8)) / 4
-layout(constant_id = 20) const int SCRATCH = 4096; // floats: NSG * RPSG * TM * BN
-// 1: the weight matrices stay in registers; else the floats of a shared
-// copy (NSG * MH * TM * TN) reloaded each tile, trading shared-memory
-// traffic for registers (a measurement knob, see vk_mqa_logits.c).
-layout(constant_id = 21) const int WSH = 1;
-
 const int NTH = NSG * SG;
 const int PAIRS = 16 * MT;                 // (row, head) pairs per subgroup
+const int SPR = HEADS > PAIRS ? HEADS / PAIRS : 1; // subgroups per row
+const int RPSG = PAIRS > HEADS ? PAIRS / HEADS : 1; // rows per subgroup
+const int RPW = NSG / SPR * RPSG;          // rows per workgroup
 const int BN = 16 * NT;                    // KV columns per tile (== KT)
 const int KROW = D + 8;                    // f16 per key row in shared (padded)
-const int DCH = 32;                        // head dims of q staged at a time
-const int QROW = DCH + 8;                  // f16 per q row of a staging chunk
+const int QROW = 64 + 8;                   // f16 per q row of a staging chunk
 const int MH = PAIRS / TM;                 // hardware m-tiles per subgroup
 const int NH = BN / TN;                    // hardware n-tiles per tile
 const int KH = D / TK;                     // hardware k-steps
 const int MH_ROW = MH / RPSG;              // hardware m-tiles per row held
-const int MAX_BN = 64;                     // the planner's widest tile (NT <= 4)
-const int MAX_RPW = 64;
 
+const int KBUF = BN * KROW > NSG * 16 * QROW ? BN * KROW : NSG * 16 * QROW;
 // Key tile, or q chunks before the KV loop; f16 in groups of 4 so a thread
 // stores its 16 decoded codes with four 8-byte stores. Offsets and strides
 // of the matrix loads below are in these 4-half units.
-shared f16vec4 kbuf[KBUF4];
-shared float scratch[SCRATCH];             // per (subgroup, row) TM x BN partials
-shared float sabs[2 * MAX_BN];             // |k_scale| x 2^(qshift+kshift), two tiles
-shared ivec2 swin[MAX_RPW];                // the workgroup rows' windows
-shared float wsh[WSH];                     // weight matrices when WSH > 1
+shared f16vec4 kbuf[KBUF / 4];
+shared float scratch[NSG * RPSG * TM * BN]; // per (subgroup, row) TM x BN partials
+shared float sabs[2 * BN];                 // |k_scale| x 2^(qshift+kshift), two tiles
+shared ivec2 swin[RPW];                    // the workgroup rows' windows
 
 // Chunks of 16 codes each thread stages per tile (prefetched in registers).
 const int PF = (BN * (D / 16) + NTH - 1) / NTH;
@@ -147,44 +134,43 @@ void main() {
         barrier(); // the previous block's readers of swin/scratch/kbuf are done
         for (int r = tid; r < RPW; r += NTH)
             swin[r] = row0 + r < pc.S ? mqa_window(row0 + r) : ivec2(0);
-        // q of this subgroup's pairs -> f16 A fragments, 16 pairs x DCH dims
+        // q of this subgroup's pairs -> f16 A fragments, 16 pairs x 64 dims
         // at a time through shared memory.
-        [[unroll]] for (int mg = 0; mg < MT; ++mg) {
-            [[unroll]] for (int dc = 0; dc < D / DCH; ++dc) {
+        for (int mg = 0; mg < MT; ++mg) {
+            for (int dc = 0; dc < D / 64; ++dc) {
                 barrier();
-                for (int idx = lane; idx < 16 * (DCH / 16); idx += SG) {
-                    const int i = idx / (DCH / 16), c16 = idx % (DCH / 16);
+                for (int idx = lane; idx < 16 * 4; idx += SG) {
+                    const int i = idx >> 2, c16 = idx & 3;
                     const int p = sub * PAIRS + mg * 16 + i;
                     const int row = row0 + p / HEADS, head = p % HEADS;
                     uvec4 w = uvec4(0u);
                     if (row < pc.S)
                         w = mqa_load16(mqa_row(pc.q, row, pc.q_row, 1u) +
-                                       uint64_t(head * pc.q_head + dc * DCH + c16 * 16));
+                                       uint64_t(head * pc.q_head + dc * 64 + c16 * 16));
                     const int o = (sub * 16 * QROW + i * QROW + c16 * 16) / 4;
                     [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = fp8x4_to_f16(w[e], Q_FNUZ, false);
                 }
                 barrier();
                 [[unroll]] for (int sm = 0; sm < 16 / TM; ++sm)
-                    [[unroll]] for (int kk = 0; kk < DCH / TK; ++kk)
-                        coopMatLoad(qa[(mg * (16 / TM) + sm) * KH + dc * (DCH / TK) + kk], kbuf,
+                    [[unroll]] for (int kk = 0; kk < 64 / TK; ++kk)
+                        coopMatLoad(qa[(mg * (16 / TM) + sm) * KH + dc * (64 / TK) + kk], kbuf,
                                     (sub * 16 * QROW + sm * TM * QROW + kk * TK) / 4, QROW / 4,
                                     gl_CooperativeMatrixLayoutRowMajor);
             }
         }
         // Weights as accumulator-shaped matrices: W[r][c] = w[pair r].
-        [[unroll]] for (int mh = 0; mh < MH; ++mh) {
+        for (int mh = 0; mh < MH; ++mh) {
             for (int x = lane; x < TM * TN; x += SG) {
                 const int p = sub * PAIRS + mh * TM + x / TN;
                 const int row = row0 + p / HEADS, head = p % HEADS;
                 scratch[sbase + x] =
                     row < pc.S ? RefF32(mqa_row(pc.weights, row, pc.w_row, 4u)).v[head * pc.w_head] : 0.0;
             }
-            if (WSH > 1) {
-                for (int x = lane; x < TM * TN; x += SG) wsh[(sub * MH + mh) * TM * TN + x] = scratch[sbase + x];
-            }
-            barrier();
-            if (WSH == 1) coopMatLoad(wm[mh], scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
-            barrier();
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            coopMatLoad(wm[mh], scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
         }
         barrier(); // swin visible
         // Tiles meeting the union of the rows' windows.
@@ -217,7 +203,7 @@ void main() {
             barrier(); // the tile is in shared memory
             if (t + 1 < tl) load_tile(t + 1, tid, pf, pfs);
             [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
-            [[unroll]] for (int kh = 0; kh < KH; ++kh) {
+            for (int kh = 0; kh < KH; ++kh) {
                 MATB kb[NH];
                 [[unroll]] for (int nh = 0; nh < NH; ++nh)
                     coopMatLoad(kb[nh], kbuf, (nh * TN * KROW + kh * TK) / 4, KROW / 4,
@@ -233,13 +219,7 @@ void main() {
                     [[unroll]] for (int m = 0; m < MH_ROW; ++m) {
                         const int mh = rr * MH_ROW + m;
                         ACC a = acc[mh * NH + nh];
-                        if (WSH > 1) {
-                            ACC w;
-                            coopMatLoad(w, wsh, (sub * MH + mh) * TM * TN, TN, gl_CooperativeMatrixLayoutRowMajor);
-                            for (int e = 0; e < a.length(); ++e) part[e] += w[e] * max(a[e], 0.0);
-                        } else {
-                            for (int e = 0; e < a.length(); ++e) part[e] += wm[mh][e] * max(a[e], 0.0);
-                        }
+                        for (int e = 0; e < a.length(); ++e) part[e] += wm[mh][e] * max(a[e], 0.0);
                     }
                     coopMatStore(part, scratch, sbase + rr * TM * BN + nh * TN, BN,
                                  gl_CooperativeMatrixLayoutRowMajor);

@@ -15,7 +15,6 @@
  * pair, the q.k product only (as DeepGEMM counts). Device time comes from
  * the backend's timestamps (qattn_last_op_time_ms); the median of N runs.
  */
-#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,21 +255,18 @@ int main(int argc, char **argv) {
         }
         time_plan(dev, cpu, &p, &b, &plan, "planner", runs, pairs);
         if (sweep && pi == 0 && plan.variant == QATTN_MQA_COOPMAT) {
-            /* {m-tiles, n-tiles, slices (0 = planner's), subgroup multiplier,
-             * weights in shared memory} */
-            static const int cfg[][5] = {{4, 2, 0, 1, 1}, {4, 4, 0, 1, 1}, {4, 1, 0, 1, 0}, {2, 2, 0, 1, 0},
-                                         {2, 4, 0, 1, 0}, {1, 2, 0, 1, 0}, {4, 2, 0, 2, 0}, {4, 4, 0, 2, 1},
-                                         {4, 2, 1, 1, 0}, {4, 2, -2, 1, 0}};
+            /* {m-tiles, n-tiles, slices (0 = planner's; -k = k x planner's),
+             * subgroup multiplier} */
+            static const int cfg[][4] = {{4, 4, 0, 1}, {2, 2, 0, 1}, {2, 4, 0, 1}, {1, 2, 0, 1},
+                                         {4, 2, 0, 2}, {4, 2, 1, 1}, {4, 2, -2, 1}};
             for (size_t x = 0; x < sizeof cfg / sizeof cfg[0]; ++x) {
                 qattn_mqa_logits_plan q;
                 char label[64];
                 const int g = cfg[x][2] < 0 ? -cfg[x][2] * plan.kv_slices : cfg[x][2];
                 if (!reshape(&plan, p.H, cfg[x][0], cfg[x][1], g, cfg[x][3], &q)) continue;
-                snprintf(label, sizeof label, "mt%d nt%d x%d%s%s", cfg[x][0], cfg[x][1], cfg[x][3],
-                         cfg[x][4] ? " wsh" : "", g ? " slices" : "");
-                if (cfg[x][4]) setenv("QATTN_MQA_TUNE", "wsh", 1);
+                snprintf(label, sizeof label, "mt%d nt%d x%d%s", cfg[x][0], cfg[x][1], cfg[x][3],
+                         g ? " slices" : "");
                 time_plan(dev, cpu, &p, &b, &q, label, runs, pairs);
-                unsetenv("QATTN_MQA_TUNE");
             }
         }
         qattn_buffer *all[7] = {b.q, b.k, b.sc, b.w, b.ks, b.ke, b.l};

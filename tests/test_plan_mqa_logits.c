@@ -367,15 +367,20 @@ static void test_h200_decisions(void **state) {
     p = auto_plan(&c, (mqa_shape){4096, 32768, 16, 128});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
     assert_int_equal(p.rows_per_subgroup, 4);
-    /* D = 512: one m-tile of q per subgroup, four subgroups per row, eight
-     * subgroups so a workgroup holds two rows, and a 16-column tile keeps the
-     * 520-half rows of the key tile within 48 KiB. */
-    p = auto_plan(&c, (mqa_shape){1024, 4096, 64, 512});
+    /* D = 512: one m-tile of q per subgroup; H = 32 spreads a row over two
+     * subgroups and a 32-column tile keeps the 520-half key rows in 48 KiB.
+     * H = 64 would need four subgroups per row, which the gate refuses
+     * (wrong on the H200): D = 512 then takes the direct path. */
+    p = auto_plan(&c, (mqa_shape){1024, 4096, 32, 512});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(p.subgroups_per_workgroup, 8);
     assert_int_equal(p.rows_per_workgroup, 2);
-    assert_int_equal(p.kv_tile, 16);
+    assert_int_equal(p.kv_tile, 32);
     assert_true(p.shared_bytes <= 49152);
+    p = auto_plan(&c, (mqa_shape){1024, 4096, 64, 512});
+    assert_int_equal(p.variant, QATTN_MQA_DIRECT);
+    assert_non_null(strstr(p.reason, "spreads a row over 4 subgroups"));
+    p = auto_plan(&c, (mqa_shape){1024, 4096, 128, 256});
+    assert_int_equal(p.variant, QATTN_MQA_STAGED);
     /* H = 20 cannot tile by 16 heads: staged, with the reason. */
     p = auto_plan(&c, (mqa_shape){1024, 4096, 20, 128});
     assert_int_equal(p.variant, QATTN_MQA_STAGED);

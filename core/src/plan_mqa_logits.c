@@ -45,7 +45,7 @@
 #define DIRECT_COLS_PER_THREAD 2  /* q decodes shared by two columns */
 #define STAGED_SUBGROUPS 4        /* staged: subgroups per workgroup */
 #define STAGED_TILE 64            /* staged: KV columns per tile (>= subgroup) */
-#define CM_DCHUNK 32              /* coopmat: q staged 16 pairs x 32 dims at a time */
+#define CM_DCHUNK 64              /* coopmat: q staged 16 pairs x 64 dims at a time */
 #define CM_PAD 8                  /* coopmat: f16 padding per shared row (bank spread) */
 #define MIN_ROWS_STAGED 16        /* fewer rows keep the direct variant */
 #define SLICE_MIN_KV 16384        /* KV shorter than this is never split */
@@ -138,7 +138,7 @@ static int64_t coopmat_shared(const cm_geom *g, int64_t D) {
     int64_t kbuf = max64(bn * (D + CM_PAD), (int64_t)g->nsg * 16 * (CM_DCHUNK + CM_PAD));
     int64_t scratch = (int64_t)g->nsg * g->rpsg * g->nt * 256; /* per-row partials, f32 */
     int64_t rows = (int64_t)g->nsg / g->spr * g->rpsg;
-    return kbuf * 2 + scratch * 4 + bn * 4 /* |k_scale| */ + rows * 8 /* windows */;
+    return kbuf * 2 + scratch * 4 + 2 * bn * 4 /* |k_scale| of two tiles */ + rows * 8 /* windows */;
 }
 
 /* The matrix-unit shape the coopmat kernel uses: an f16 x f16 -> f32
@@ -168,15 +168,17 @@ static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *ou
  *   RDNA and NVIDIA are reported for 32), else its only width.
  * - MT (16-pair m-tiles of q per subgroup) from the register budget: q stays
  *   in registers as f16 fragments for the whole KV range, 16*MT*D/sg halves
- *   per lane, kept <= 256 (128 registers): MT = 4 at D = 128 on 32 lanes,
- *   which the H200 measured 1.9x faster than MT = 2 (docs/perf_mqa_notes.md).
- *   MT and H/16 must divide one another so a tile never straddles rows.
+ *   per lane: MT = 4 up to D = 128 (128 registers at 32 lanes; the H200 ran
+ *   MT = 4 at D = 128 1.9x faster than MT = 2), and one m-tile above. MT
+ *   and H/16 must divide one another so a tile never straddles rows.
+ * - At most two subgroups per row: geometries spreading one row over four
+ *   or more subgroups (H = 64 with D = 512, H = 128 with D >= 256) gave
+ *   wrong results on the H200 while passing on lavapipe; the cause is not
+ *   found (docs/perf_mqa_notes.md), so the gate refuses them and those
+ *   shapes take the staged or direct path.
  * - NT (16-column n-tiles per KV tile): accumulators MT*NT*256/sg floats per
  *   lane <= 64, at most 4; lowered until the shared memory fits.
- * - Subgroups: at least 4, a multiple of the subgroups one row needs, and
- *   at least two rows per workgroup: workgroups holding a single row spread
- *   over 4+ subgroups gave wrong results on the H200 (not on lavapipe), so
- *   the planner never makes them (docs/perf_mqa_notes.md). */
+ * - Subgroups: at least 4 and a multiple of the subgroups one row needs. */
 static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t pin_rows,
                             cm_geom *g, char *why, size_t n) {
     if (!(c->features & QATTN_FEAT_COOPMAT)) {
@@ -224,7 +226,7 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
             return 0;
         }
     } else {
-        mt = max64(1, min64(4, 16 * sg / s->D));
+        mt = s->D <= 128 ? max64(1, min64(4, 16 * sg / s->D)) : max64(1, min64(4, 8 * sg / s->D));
         if (pin_rows == 1) mt = min64(mt, units); /* never two rows in a subgroup */
     }
     while (mt > 1 && units % mt != 0 && mt % units != 0) --mt;
@@ -232,10 +234,15 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
     g->mt = (int32_t)mt;
     g->spr = (int32_t)max64(1, units / mt);
     g->rpsg = (int32_t)max64(1, mt / units);
-    /* Rows per workgroup = nsg / spr * rpsg >= 2. */
-    g->nsg = (int32_t)(g->spr * max64(g->rpsg > 1 ? 1 : 2, cdiv(4, g->spr)));
+    if (g->spr > 2) {
+        snprintf(why, n,
+                 "coopmat: H = %" PRId64 " with D = %" PRId64 " spreads a row over %d subgroups "
+                 "(at most 2 are validated)", s->H, s->D, (int)g->spr);
+        return 0;
+    }
+    g->nsg = (int32_t)(g->spr * cdiv(4, g->spr)); /* >= 2 rows per workgroup */
     if ((int64_t)g->nsg * sg > max_threads(c)) {
-        snprintf(why, n, "coopmat: two rows need %d subgroups of %" PRId64 " lanes, over the %" PRId64
+        snprintf(why, n, "coopmat: %d subgroups of %" PRId64 " lanes exceed the %" PRId64
                  "-thread workgroup limit", (int)g->nsg, sg, max_threads(c));
         return 0;
     }
