@@ -2,9 +2,9 @@
  * Decode attention over a paged, quantized KV cache (spec section 2), and
  * the split-KV merge. Three kernel families, instantiated at the bottom:
  *
- * qattn_decode_generic_<kv>_d<D>
+ * qattn_decode_generic_<kv>_d<D>_r<4|8|16>
  *   Every case of the spec. One workgroup per (request, kv head, chunk of
- *   up to 16 query rows, split); the rows of a chunk are the (row, head)
+ *   up to 4/8/16 query rows, split); the rows of a chunk are the (row, head)
  *   pairs of one GQA group, so each K/V element loaded serves all of them.
  *   Per tile of `wg` keys: (1) each thread scores one key against the
  *   chunk's queries held in LDS; (2) one wave per query updates the online
@@ -38,13 +38,17 @@
 QH_DEV uint32_t off32(int32_t a, int32_t stride) { return (uint32_t)a * (uint32_t)stride; }
 
 /* Slot of key `key` of the request whose pages start at kv_indices[page_base],
- * or -1 when the page table points outside the cache. */
+ * or -1 when the page table points outside the cache. Branch-free (the
+ * index read goes to a clamped position and validity is selected): nested
+ * divergent branches cost wave64 a saved exec mask each, and the generic
+ * kernel's loop is at the edge of gfx942's scalar register budget. The
+ * kernels do not call it when n_pages is 0. */
 QH_DEV int32_t dec_slot(const qh_decode_params &p, int32_t page_base, int32_t key) {
     const uint32_t pos = (uint32_t)page_base + (uint32_t)(key / p.page_size);
-    if (page_base < 0 || pos >= (uint32_t)p.n_pages) return -1;
-    const int32_t page = p.indices[off32((int32_t)pos, p.indices_s)];
+    const bool pos_ok = page_base >= 0 && pos < (uint32_t)p.n_pages;
+    const int32_t page = p.indices[off32(pos_ok ? (int32_t)pos : 0, p.indices_s)];
     const int64_t slot = (int64_t)page * p.page_size + key % p.page_size;
-    return (page < 0 || slot >= p.n_slots) ? -1 : (int32_t)slot;
+    return (pos_ok && page >= 0 && slot < p.n_slots) ? (int32_t)slot : -1;
 }
 
 QH_DEV float dec_softcap(const qh_decode_params &p, float s) {
@@ -81,15 +85,15 @@ QH_DEV void dec_finish(const qh_decode_params &p, int b, int r, int h, int split
     if (p.num_splits > 1) {
         /* the planner's layout: o [B, R, Hq, splits, D], lse [B, R, Hq, splits] */
         const int64_t row = (((int64_t)b * p.R + r) * p.Hq + h) * p.num_splits + split;
-        float *wo = p.ws_o + row * p.D;
+        float *wo = QH_LATE(p, ws_o) + row * p.D;
         const float inv = l_run > 0.0f ? 1.0f / l_run : 0.0f;
         for (int c = 0; c < ncols; ++c) wo[col + c] = acc[c] * inv;
-        if (write_lse) p.ws_lse[row] = l_run > 0.0f ? m_run + qh_logf(l_run) : qh_neg_inf();
+        if (write_lse) QH_LATE(p, ws_lse)[row] = l_run > 0.0f ? m_run + qh_logf(l_run) : qh_neg_inf();
         return;
     }
     float scale, lse;
     if (p.flags & QH_DEC_SINKS) {
-        const float sink = p.sinks[off32(h, p.sinks_s)];
+        const float sink = QH_LATE(p, sinks)[off32(h, p.sinks_s)];
         const float mx = qh_fmaxf(m_run, sink);
         const float e_run = l_run > 0.0f ? qh_expf(m_run - mx) : 0.0f;
         const float z = l_run * e_run + qh_expf(sink - mx);
@@ -99,22 +103,22 @@ QH_DEV void dec_finish(const qh_decode_params &p, int b, int r, int h, int split
         scale = l_run > 0.0f ? 1.0f / l_run : 0.0f;
         lse = l_run > 0.0f ? m_run + qh_logf(l_run) : qh_neg_inf();
     }
-    uint16_t *o = p.o + off32(b, p.o_s[0]) + off32(r, p.o_s[1]) + off32(h, p.o_s[2]);
+    uint16_t *o = QH_LATE(p, o) + off32(b, p.o_s[0]) + off32(r, p.o_s[1]) + off32(h, p.o_s[2]);
     for (int c = 0; c < ncols; ++c) o[col + c] = qh_f32_to_bf16(acc[c] * scale);
     if (write_lse && (p.flags & QH_DEC_LSE))
-        p.lse[off32(b, p.lse_s[0]) + off32(r, p.lse_s[1]) + off32(h, p.lse_s[2])] = lse;
+        QH_LATE(p, lse)[off32(b, p.lse_s[0]) + off32(r, p.lse_s[1]) + off32(h, p.lse_s[2])] = lse;
 }
 
 /* ======================================================================
  * Generic kernel
  * ====================================================================== */
-template <int FMT, int D>
+template <int FMT, int D, int MR>
 QH_DEV void decode_generic(const qh_decode_params &p) {
-    constexpr int MR = QH_DEC_MAX_ROWS;
     constexpr int ESZ = FMT == QH_BF16 ? 2 : 1;
+    constexpr int RPR = MR / 4; /* rows per round of the final reduction */
     __shared__ float q_s[MR][D];
     /* scores, then probabilities (times v_scale); at the end the scratch of
-     * the cross-thread reduction (4 rows x wg x 4 floats fit exactly) */
+     * the cross-thread reduction (MR/4 rows x wg x 4 floats fit exactly) */
     __shared__ float s_s[MR][QH_DEC_MAX_WG];
     __shared__ int32_t slot_s[QH_DEC_MAX_WG];
     __shared__ float vsc_s[QH_DEC_MAX_WG];
@@ -184,13 +188,19 @@ QH_DEV void decode_generic(const qh_decode_params &p) {
             const float vsc = slot < 0 ? 0.0f : FMT != QH_BF16 ? vscale[off32(rs, p.vs_ss)] * fk : 1.0f;
             float dot[MR];
             for (int m = 0; m < MR; ++m) dot[m] = 0.0f;
+            /* q is constant over the key loop: read through an opaque offset
+             * so the compiler re-reads it from LDS (a broadcast) rather than
+             * holding MR x D values in registers across the loop */
+            const float *qb = &q_s[0][0] + qh_as_vector(0);
             for (int d = 0; d < D; d += 4) {
                 float kv[4];
                 qh_kv_load4<FMT>(krow + d * ESZ, vec, kv);
 #pragma unroll
                 for (int m = 0; m < MR; ++m)
-                    dot[m] += q_s[m][d] * kv[0] + q_s[m][d + 1] * kv[1] + q_s[m][d + 2] * kv[2] +
-                              q_s[m][d + 3] * kv[3];
+                    for (int j = 0; j < 4; ++j) dot[m] = __builtin_fmaf(qb[m * D + d + j], kv[j], dot[m]);
+                /* one step at a time: otherwise the scheduler may issue the
+                 * q reads of many steps at once (MR x D registers) */
+                qh_sched_barrier();
             }
             const float sc = p.sm_scale * ksc;
 #pragma unroll
@@ -267,24 +277,25 @@ QH_DEV void decode_generic(const qh_decode_params &p) {
         qh_barrier();
     }
 
-    /* ---- sum the KG key subsets, 4 rows per round, into q_s (free now),
-     * then finish every (row, 4 columns) from one loop ---- */
-    float *red = &s_s[0][0]; /* [4][KG][D] floats = 16 * wg */
+    /* ---- sum the KG key subsets, MR/4 rows per round (what the score
+     * tile holds), into q_s (free now), then finish every (row, 4 columns)
+     * from one loop ---- */
+    float *red = &s_s[0][0]; /* [RPR][KG][D] floats = 4 * RPR * wg */
 #pragma unroll
-    for (int rr = 0; rr < MR / 4; ++rr) {
-        if (rr * 4 >= M) break;
+    for (int rr = 0; rr < 4; ++rr) {
+        if (rr * RPR >= M) break;
         if (kg < KG) {
 #pragma unroll
-            for (int mi = 0; mi < 4; ++mi)
+            for (int mi = 0; mi < RPR; ++mi)
                 for (int c = 0; c < 4; ++c)
-                    red[(mi * KG + kg) * D + cg * 4 + c] = acc_o[rr * 4 + mi][c];
+                    red[(mi * KG + kg) * D + cg * 4 + c] = acc_o[rr * RPR + mi][c];
         }
         qh_barrier();
-        for (int i = tid; i < 4 * D; i += WG) {
+        for (int i = tid; i < RPR * D; i += WG) {
             const int mi = i / D, col = i % D;
             float tot = 0.0f;
             for (int k = 0; k < KG; ++k) tot += red[(mi * KG + k) * D + col];
-            q_s[rr * 4 + mi][col] = tot;
+            q_s[rr * RPR + mi][col] = tot;
         }
         qh_barrier();
     }
@@ -513,27 +524,34 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
 /* ======================================================================
  * Instantiations: the names the runtime looks up (qh_kernels.def)
  * ====================================================================== */
-#define QH_DEC_GENERIC(name, fmt, d)                                                   \
-    QH_KERNEL QH_LAUNCH_BOUNDS(QH_DEC_MAX_WG) void qattn_decode_generic_##name##_d##d( \
-        qh_decode_params p) {                                                          \
-        decode_generic<fmt, d>(p);                                                     \
+/* qattn_decode_generic_<kv>_d<D>_r<MR>: MR query rows per workgroup (4, 8
+ * or 16), the smallest that holds the plan's rows, so GQA 4 and 8 decode
+ * does not pay for 16 rows of registers, FMAs and LDS. */
+#define QH_DEC_GENERIC(name, fmt, d, mr)                                                         \
+    QH_KERNEL QH_LAUNCH_BOUNDS(QH_DEC_MAX_WG) void qattn_decode_generic_##name##_d##d##_r##mr( \
+        qh_decode_params p) {                                                                    \
+        decode_generic<fmt, d, mr>(p);                                                           \
     }
+#define QH_DEC_GENERIC_ROWS(name, fmt, d) \
+    QH_DEC_GENERIC(name, fmt, d, 4)       \
+    QH_DEC_GENERIC(name, fmt, d, 8)       \
+    QH_DEC_GENERIC(name, fmt, d, 16)
 
 #if !defined(QH_ONLY) || QH_ONLY == 1
-QH_DEC_GENERIC(bf16, QH_BF16, 64)
-QH_DEC_GENERIC(bf16, QH_BF16, 128)
-QH_DEC_GENERIC(bf16, QH_BF16, 256)
-QH_DEC_GENERIC(i8, QH_I8, 64)
-QH_DEC_GENERIC(i8, QH_I8, 128)
-QH_DEC_GENERIC(i8, QH_I8, 256)
+QH_DEC_GENERIC_ROWS(bf16, QH_BF16, 64)
+QH_DEC_GENERIC_ROWS(bf16, QH_BF16, 128)
+QH_DEC_GENERIC_ROWS(bf16, QH_BF16, 256)
+QH_DEC_GENERIC_ROWS(i8, QH_I8, 64)
+QH_DEC_GENERIC_ROWS(i8, QH_I8, 128)
+QH_DEC_GENERIC_ROWS(i8, QH_I8, 256)
 #endif
 #if !defined(QH_ONLY) || QH_ONLY == 2
-QH_DEC_GENERIC(fn, QH_FN, 64)
-QH_DEC_GENERIC(fn, QH_FN, 128)
-QH_DEC_GENERIC(fn, QH_FN, 256)
-QH_DEC_GENERIC(fnuz, QH_FNUZ, 64)
-QH_DEC_GENERIC(fnuz, QH_FNUZ, 128)
-QH_DEC_GENERIC(fnuz, QH_FNUZ, 256)
+QH_DEC_GENERIC_ROWS(fn, QH_FN, 64)
+QH_DEC_GENERIC_ROWS(fn, QH_FN, 128)
+QH_DEC_GENERIC_ROWS(fn, QH_FN, 256)
+QH_DEC_GENERIC_ROWS(fnuz, QH_FNUZ, 64)
+QH_DEC_GENERIC_ROWS(fnuz, QH_FNUZ, 128)
+QH_DEC_GENERIC_ROWS(fnuz, QH_FNUZ, 256)
 #endif
 
 #if !defined(QH_ONLY) || QH_ONLY == 3

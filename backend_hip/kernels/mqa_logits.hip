@@ -240,17 +240,60 @@ QH_DEV void mqa_staged(const qh_mqa_params &p, Score score) {
     }
 }
 
-/* FMA scores from the staged tile: lane owns columns lane + k * WAVE. */
+/* FMA scores from the staged tile: lane owns columns lane + k * WAVE (NC of
+ * them). q is decoded once per (row, 4 heads) into the wave's own LDS
+ * slice as f32, so lanes read it by broadcast instead of each decoding the
+ * same codes; each lane decodes its columns' K codes once per 16 dims and
+ * uses them for 4 heads. */
 template <int DMAX>
 QH_DEV void mqa_staged_fma(const qh_mqa_params &p) {
     constexpr int STRIDE = mqa_stride_fma(DMAX);
     constexpr int NC = QH_MQA_TILE / QH_WAVE;
+    constexpr int HC = 4; /* heads per q slice */
+    __shared__ float qs[QH_MQA_WAVES][HC][DMAX] __attribute__((aligned(16)));
     const int lane = (int)qh_lane();
+    const int w = qh_uniform((int)(qh_tid() / QH_WAVE));
+    const bool qal = (p.flags & QH_MQA_ALIGNED4) != 0;
     mqa_staged<DMAX, STRIDE>(p, [&](int32_t i, const uint8_t *kt, const float *kts, float *val) {
-        for (int k = 0; k < NC; ++k) {
-            const int jj = lane + k * QH_WAVE;
-            val[k] = mqa_logit_fma(p, i, kt + jj * STRIDE, true, kts[jj]);
+        const uint8_t *qrow = p.q + (uint32_t)i * (uint32_t)p.q_s[0];
+        const float *wrow = p.weights + (uint32_t)i * (uint32_t)p.w_s[0];
+        float out[NC];
+        for (int c = 0; c < NC; ++c) out[c] = 0.0f;
+        const int dw = p.D / 4; /* words per head row */
+        for (int h0 = 0; h0 < p.H; h0 += HC) {
+            for (int x = lane; x < HC * dw; x += QH_WAVE) {
+                const int hh = x / dw, d4 = x % dw, h = h0 + hh;
+                float f[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                if (h < p.H) mqa_cvt4(mqa_ld4(qrow + (uint32_t)h * (uint32_t)p.q_s[1] + 4 * d4, qal), p.q_fmt, f);
+                for (int e = 0; e < 4; ++e) qs[w][hh][4 * d4 + e] = f[e];
+            }
+            qh_wave_sync();
+            float acc[HC][NC];
+            for (int hh = 0; hh < HC; ++hh)
+                for (int c = 0; c < NC; ++c) acc[hh][c] = 0.0f;
+            for (int d = 0; d < p.D; d += 16) {
+                float kf[NC][16];
+                for (int c = 0; c < NC; ++c) {
+                    const uint8_t *krow = kt + (lane + c * QH_WAVE) * STRIDE + d;
+                    for (int j = 0; j < 4; ++j)
+                        mqa_cvt4(*(const uint32_t *)(krow + 4 * j), p.k_fmt, &kf[c][4 * j]);
+                }
+#pragma unroll
+                for (int hh = 0; hh < HC; ++hh) {
+                    const float *qv = &qs[w][hh][d];
+                    for (int e = 0; e < 16; ++e)
+                        for (int c = 0; c < NC; ++c) acc[hh][c] += qv[e] * kf[c][e];
+                }
+            }
+            for (int hh = 0; hh < HC; ++hh) {
+                const int h = h0 + hh;
+                const float wt = h < p.H ? wrow[(uint32_t)h * (uint32_t)p.w_s[1]] : 0.0f;
+                for (int c = 0; c < NC; ++c)
+                    out[c] += wt * qh_fmaxf(0.0f, kts[lane + c * QH_WAVE] * acc[hh][c]);
+            }
+            qh_wave_sync(); /* the slice is rewritten for the next heads */
         }
+        for (int c = 0; c < NC; ++c) val[c] = out[c];
     });
 }
 

@@ -161,15 +161,46 @@ QH_DEV int32_t qh_uniform(int32_t v) {
 #endif
 }
 
-/* The opposite: hides that a value is wave-uniform, so loads addressed by
- * it use vector registers. For inner loops whose uniform operands would
- * otherwise exhaust the scalar register file (wave64 has 102 SGPRs, and a
- * spill is a qualification failure). */
+/* An opaque copy of v, produced by an empty volatile asm the compiler can
+ * neither see through nor move. Two uses:
+ * - on AMD it lives in a vector register, hiding that v is wave-uniform, so
+ *   loads addressed by it use vector registers (for loop nests whose
+ *   uniform operands would exhaust wave64's 102 SGPRs; a spill is a
+ *   qualification failure);
+ * - evaluated inside a loop, an address offset by it cannot be hoisted, so
+ *   LDS data that is constant across the loop is re-read each iteration
+ *   instead of being cached in (hundreds of) registers. */
 QH_DEV int32_t qh_as_vector(int32_t v) {
 #if defined(QH_AMD)
     __asm__ volatile("" : "+v"(v));
+#elif defined(QH_NVIDIA)
+    asm volatile("" : "+r"(v));
 #endif
     return v;
+}
+
+/* QH_LATE(p, field): a field of the kernel's parameter block (its only
+ * argument), read where it is used. The AMD compiler loads kernel arguments
+ * early and keeps fields that only the end of a kernel needs (output
+ * pointers) in SGPRs across the whole main loop; a volatile read from the
+ * kernel-argument segment cannot be hoisted, so those SGPRs stay free.
+ * (Taking the address of the by-value parameter instead would copy it to
+ * scratch.) Elsewhere it is the plain field. */
+#if defined(QH_AMD)
+#define QH_LATE(p, field)                                                                          \
+    (*(const volatile __typeof__((p).field) __attribute__((address_space(4))) *)(                  \
+        (const __attribute__((address_space(4))) char *)__builtin_amdgcn_kernarg_segment_ptr() + \
+        __builtin_offsetof(__typeof__(p), field)))
+#else
+#define QH_LATE(p, field) ((p).field)
+#endif
+
+/* Keeps the AMD instruction scheduler from moving instructions across this
+ * point (no effect on execution; nothing elsewhere). */
+QH_DEV void qh_sched_barrier(void) {
+#if defined(QH_AMD)
+    __builtin_amdgcn_sched_barrier(0);
+#endif
 }
 
 /* ---- barriers ---- */

@@ -21,7 +21,8 @@
  *                     tile and the final reduction are sized for <= 128).
  *   q_heads_per_workgroup x rows -> query rows per workgroup, at most 16
  *                     (the kernel's register arrays); a group with more
- *                     rows runs as several chunks.
+ *                     rows runs as several chunks. The kernel instance is
+ *                     the smallest of the 4/8/16-row ones that holds them.
  *   num_splits, keys_per_split -> grid.y and each split's key range.
  *   pipeline_depth -> not used (no software pipelining in these kernels).
  */
@@ -36,15 +37,20 @@ static int32_t st32(const qattn_tensor *t, int dim) {
     return t->shape[dim] <= 1 ? 0 : (int32_t)t->strides[dim];
 }
 
-static int generic_kernel(qattn_dtype dt, int d) {
+/* qh_kernels.def lists each format's generic kernels in the order
+ * d64 r4, r8, r16, d128 r4, ... */
+static int generic_kernel(qattn_dtype dt, int d, int rows) {
     const int di = d == 64 ? 0 : d == 128 ? 1 : 2;
+    const int ri = rows <= 4 ? 0 : rows <= 8 ? 1 : 2;
+    int first;
     switch (dt) {
-    case QATTN_BF16: return QH_K_qattn_decode_generic_bf16_d64 + di;
-    case QATTN_I8: return QH_K_qattn_decode_generic_i8_d64 + di;
-    case QATTN_FP8_E4M3FN: return QH_K_qattn_decode_generic_fn_d64 + di;
-    case QATTN_FP8_E4M3FNUZ: return QH_K_qattn_decode_generic_fnuz_d64 + di;
+    case QATTN_BF16: first = QH_K_qattn_decode_generic_bf16_d64_r4; break;
+    case QATTN_I8: first = QH_K_qattn_decode_generic_i8_d64_r4; break;
+    case QATTN_FP8_E4M3FN: first = QH_K_qattn_decode_generic_fn_d64_r4; break;
+    case QATTN_FP8_E4M3FNUZ: first = QH_K_qattn_decode_generic_fnuz_d64_r4; break;
     default: return -1;
     }
+    return first + 3 * di + ri;
 }
 
 static int packed_shape(const qattn_decode_plan *plan) {
@@ -173,7 +179,6 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
         block = 32 * QH_PACKED_WAVES;
         gx = (unsigned)(B * Hkv);
     } else {
-        kernel = generic_kernel(a->k_cache.dtype, (int)D);
         block = plan->workgroup_size <= 64 ? 64 : QH_DEC_MAX_WG;
         if (block < be->wave) block = be->wave;
         int64_t rows = G * R;
@@ -183,6 +188,7 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
         if (per < 1) per = 1;
         p.rows_per_block = (int32_t)per;
         p.n_qchunks = (int32_t)((rows + per - 1) / per);
+        kernel = generic_kernel(a->k_cache.dtype, (int)D, (int)per);
         gx = (unsigned)(B * Hkv * p.n_qchunks);
     }
     p.wg = block;
