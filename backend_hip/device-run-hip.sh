@@ -17,10 +17,14 @@ step() {
   local name=$1 limit=$2; shift 2
   echo "== hip $name: $*"
   local t0=$SECONDS
-  timeout "$limit" "$@" >"$OUT/hip_$name.log" 2>&1
+  timeout "$limit" "$@" >"$OUT/hip_step.log" 2>&1
   local rc=$?
-  tail -n "${TAIL:-12}" "$OUT/hip_$name.log"
+  tail -n "${TAIL:-12}" "$OUT/hip_step.log"
   echo "== hip $name: exit $rc after $((SECONDS - t0)) s"
+  # one log and one JSON file come back, filled as steps finish (a call cut
+  # short still returns what ran)
+  { echo "== hip $name: $* (exit $rc)"; cat "$OUT/hip_step.log"; } >>"$OUT/hip_all.log.txt"
+  rm -f "$OUT/hip_step.log"
   [ $rc = 0 ] || failed=1
 }
 step parity "${PARITY_LIMIT:-120}" "$B/qattn_parity" --backend hip
@@ -29,9 +33,8 @@ step bench_quick 60 "$B/qattn-bench" --backend hip --iters 20 --json "$OUT/hip_b
 # The seeds' presets one by one, so a slow one costs only its own limit.
 for p in $("$B/qattn-bench" --list | awk '$3 == "seed" {print $1}'); do
   step "seed_$p" "${SEED_LIMIT:-45}" "$B/qattn-bench" --backend hip --preset "$p" \
-    --iters "${SEEDS_ITERS:-10}" --warmup 2 --json "$OUT/hip_seed_$p.json"
+    --iters "${SEEDS_ITERS:-10}" --warmup 2 --json "$OUT/hip_seed.json"
+  cat "$OUT/hip_seed.json" >>"$OUT/hip_seeds.jsons.txt" 2>/dev/null
+  rm -f "$OUT/hip_seed.json"
 done
-# At most a few files come back from the device call: one log, one JSON.
-cat "$OUT"/hip_*.log >"$OUT/hip_all.log.txt" 2>/dev/null && rm -f "$OUT"/hip_*.log
-cat "$OUT"/hip_seed_*.json >"$OUT/hip_seeds.jsons.txt" 2>/dev/null && rm -f "$OUT"/hip_seed_*.json
 exit $failed
