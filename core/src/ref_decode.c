@@ -13,11 +13,14 @@
  * not shapes, so a first pass checks each index the second pass will use and
  * returns QATTN_ERR_INDEX_OUT_OF_RANGE (writing nothing) on a bad one.
  */
+#include <stdlib.h>
+
 #include "ref_util.h"
 
 /* Largest head dim the reference keeps on its stack; validation allows only
  * 64, 128 and 256. */
 #define REF_MAX_HEAD_DIM 256
+#define REF_MAX_GROUP 16 /* query heads handled together per kv head */
 
 /* The slot of key p of request b, or QATTN_ERR_INDEX_OUT_OF_RANGE when the
  * page table or the page id points outside the tensors. */
@@ -60,10 +63,11 @@ static double kv_value(const qattn_tensor *cache, const qattn_tensor *scale, int
 }
 
 /* s_p: sm_scale * q . K̂, then the optional softcap. */
-static double score(const qattn_decode_args *a, const double *q, int64_t slot, int64_t g) {
+/* The softcapped, scaled score of q against one decoded K row. */
+static double score(const qattn_decode_args *a, const double *q, const double *krow) {
     const int64_t D = a->k_cache.shape[2];
     double dot = 0.0;
-    for (int64_t d = 0; d < D; ++d) dot += q[d] * kv_value(&a->k_cache, &a->k_scale, slot, g, d);
+    for (int64_t d = 0; d < D; ++d) dot += q[d] * krow[d];
     double s = (double)a->sm_scale * dot;
     if (a->logit_softcap > 0.0f) {
         double cap = (double)a->logit_softcap;
@@ -72,7 +76,6 @@ static double score(const qattn_decode_args *a, const double *q, int64_t slot, i
     return s;
 }
 
-/* First pass: every index the computation will read is inside the cache. */
 static qattn_status check_indices(const qattn_decode_args *a) {
     const int64_t B = a->q.shape[0], R = a->q.shape[1];
     for (int64_t b = 0; b < B; ++b) {
@@ -100,53 +103,87 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
     qattn_status st = check_indices(a);
     if (st != QATTN_OK) return st;
 
-    double q[REF_MAX_HEAD_DIM], acc[REF_MAX_HEAD_DIM];
+    /* Per (request, row, kv head): every key's K and V row is decoded once
+     * and used by all `group` query heads; each head's sums still run over
+     * the keys in order, exactly as a per-head loop would. */
+    int64_t max_keys = 0;
+    for (int64_t b = 0; b < B; ++b) {
+        int64_t L = qattn__ref_i32(&a->kv_lens, b);
+        if (L > max_keys) max_keys = L;
+    }
+    double *scores = malloc((size_t)(group * (max_keys > 0 ? max_keys : 1)) * sizeof *scores);
+    double *qs = malloc((size_t)(group * D) * sizeof *qs);
+    double *acc = malloc((size_t)(group * Dv) * sizeof *acc);
+    if (!scores || !qs || !acc) {
+        free(scores);
+        free(qs);
+        free(acc);
+        return QATTN_ERR_OUT_OF_MEMORY;
+    }
+    double row[REF_MAX_HEAD_DIM], m[REF_MAX_GROUP], z[REF_MAX_GROUP], sink[REF_MAX_GROUP];
     for (int64_t b = 0; b < B; ++b) {
         for (int64_t r = 0; r < R; ++r) {
             int64_t lo, hi;
             visible_range(a, b, r, &lo, &hi);
-            for (int64_t h = 0; h < Hq; ++h) {
-                const int64_t g = h / group;
-                for (int64_t d = 0; d < D; ++d)
-                    q[d] = qattn__ref_decode_elem(qattn__ref_at(&a->q, b, r, h, d), QATTN_BF16);
-                const double sink = has_sinks ? (double)qattn__ref_f32(&a->sinks, h, 0, 0, 0) : 0.0;
-
-                /* Pass 1: m over the visible scores and the sink. */
-                double m = has_sinks ? sink : -INFINITY;
-                for (int64_t p = lo; p <= hi; ++p) {
-                    int64_t slot = 0;
-                    (void)key_slot(a, b, p, &slot); /* checked above */
-                    double s = score(a, q, slot, g);
-                    if (s > m) m = s;
-                }
-
-                /* Pass 2: Z and the unnormalised output. */
-                double z = has_sinks ? exp(sink - m) : 0.0;
-                for (int64_t d = 0; d < Dv; ++d) acc[d] = 0.0;
-                for (int64_t p = lo; p <= hi; ++p) {
-                    int64_t slot = 0;
-                    (void)key_slot(a, b, p, &slot);
-                    double w = exp(score(a, q, slot, g) - m);
-                    z += w;
-                    for (int64_t d = 0; d < Dv; ++d)
-                        acc[d] += w * kv_value(&a->v_cache, &a->v_scale, slot, g, d);
-                }
-
-                /* No visible key: o = 0 and lse = -inf, or lse = sink when
-                 * a sink is given (then m = sink and Z = 1, so the general
-                 * formula gives the same). */
-                const int empty = lo > hi;
-                for (int64_t d = 0; d < Dv; ++d) {
-                    double o = empty ? 0.0 : acc[d] / z;
-                    uint16_t bits = qattn__ref_f64_to_bf16(o);
-                    memcpy(qattn__ref_at(&a->o, b, r, h, d), &bits, sizeof bits);
-                }
-                if (has_lse) {
-                    double lse = empty ? (has_sinks ? sink : -INFINITY) : m + log(z);
-                    qattn__ref_put_f32(&a->lse, b, r, h, 0, (float)lse);
+            for (int64_t g = 0; g < Hkv; ++g) {
+                for (int64_t h0 = 0; h0 < group; h0 += REF_MAX_GROUP) {
+                    const int64_t nh = group - h0 < REF_MAX_GROUP ? group - h0 : REF_MAX_GROUP;
+                    for (int64_t i = 0; i < nh; ++i) {
+                        const int64_t h = g * group + h0 + i;
+                        for (int64_t d = 0; d < D; ++d)
+                            qs[i * D + d] =
+                                qattn__ref_decode_elem(qattn__ref_at(&a->q, b, r, h, d), QATTN_BF16);
+                        sink[i] = has_sinks ? (double)qattn__ref_f32(&a->sinks, h, 0, 0, 0) : 0.0;
+                        m[i] = has_sinks ? sink[i] : -INFINITY;
+                    }
+                    /* Pass 1: scores, and m over the visible scores and the sink. */
+                    for (int64_t p = lo; p <= hi; ++p) {
+                        int64_t slot = 0;
+                        (void)key_slot(a, b, p, &slot); /* checked above */
+                        for (int64_t d = 0; d < D; ++d) row[d] = kv_value(&a->k_cache, &a->k_scale, slot, g, d);
+                        for (int64_t i = 0; i < nh; ++i) {
+                            double s = score(a, qs + i * D, row);
+                            scores[i * max_keys + (p - lo)] = s;
+                            if (s > m[i]) m[i] = s;
+                        }
+                    }
+                    /* Pass 2: Z and the unnormalised output. */
+                    for (int64_t i = 0; i < nh; ++i) {
+                        z[i] = has_sinks ? exp(sink[i] - m[i]) : 0.0;
+                        for (int64_t d = 0; d < Dv; ++d) acc[i * Dv + d] = 0.0;
+                    }
+                    for (int64_t p = lo; p <= hi; ++p) {
+                        int64_t slot = 0;
+                        (void)key_slot(a, b, p, &slot);
+                        for (int64_t d = 0; d < Dv; ++d) row[d] = kv_value(&a->v_cache, &a->v_scale, slot, g, d);
+                        for (int64_t i = 0; i < nh; ++i) {
+                            double w = exp(scores[i * max_keys + (p - lo)] - m[i]);
+                            z[i] += w;
+                            for (int64_t d = 0; d < Dv; ++d) acc[i * Dv + d] += w * row[d];
+                        }
+                    }
+                    /* No visible key: o = 0 and lse = -inf, or lse = sink when
+                     * a sink is given (then m = sink and Z = 1, so the general
+                     * formula gives the same). */
+                    const int empty = lo > hi;
+                    for (int64_t i = 0; i < nh; ++i) {
+                        const int64_t h = g * group + h0 + i;
+                        for (int64_t d = 0; d < Dv; ++d) {
+                            double o = empty ? 0.0 : acc[i * Dv + d] / z[i];
+                            uint16_t bits = qattn__ref_f64_to_bf16(o);
+                            memcpy(qattn__ref_at(&a->o, b, r, h, d), &bits, sizeof bits);
+                        }
+                        if (has_lse) {
+                            double lse = empty ? (has_sinks ? sink[i] : -INFINITY) : m[i] + log(z[i]);
+                            qattn__ref_put_f32(&a->lse, b, r, h, 0, (float)lse);
+                        }
+                    }
                 }
             }
         }
     }
+    free(scores);
+    free(qs);
+    free(acc);
     return QATTN_OK;
 }
