@@ -1,37 +1,54 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (NVIDIA H200) that tests and benches
 # everything, run from the repository root there after scripts/device-build.sh
-# here:
-#   run(command="bash scripts/device-run.sh", carry=[".gl", ".devbuild/all"])
-# Writes logs and JSON under $OUT. Steps are independent: one failing does
-# not hide the others' results; the exit status is non-zero if any failed.
+# (and backend_hip/device-build-hip.sh) here:
+#   run(command="bash scripts/device-run.sh", carry=[".gl", ".devbuild/all", ".devbuild/hipbin"])
+# Correctness first, in parallel (each process checks its own outputs): the
+# Vulkan parity suite with the planner's choice and with every case forced
+# onto the cooperative-matrix path, the 16 x 1.5M-column MQA case, and the
+# HIP backend's parity suite. Then, alone on the GPU so timings are clean:
+# qattn-bench over the seeds' presets and the PyTorch baseline. Logs and JSON
+# go to $OUT; the exit status is non-zero if any step failed.
 set -uo pipefail
 OUT=${OUT:-/tmp/qattn-device-out}
 mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
-failed=0
-step() {
-  local name=$1; shift
-  echo "== $name: $*"
-  local t0=$SECONDS
-  "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  tail -n "${TAIL:-25}" "$OUT/$name.log"
-  echo "== $name: exit $rc after $((SECONDS - t0)) s"
-  [ $rc = 0 ] || failed=1
-}
+B=.devbuild/all
+H=.devbuild/hipbin
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.total --format=csv \
   >"$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
-B=.devbuild/all
-# Parity: the planner's choice, then every case forced onto the coopmat path.
-step parity_vk "$B/tests/qattn_parity" --backend vulkan
-step parity_vk_coopmat "$B/tests/qattn_parity" --backend vulkan --variant coopmat
-# Bench: the seeds' presets, then what a user would run without qattn.
-step bench_vk "$B/bench/qattn-bench" --backend vulkan --seeds --iters 50 --json "$OUT/bench_vk.json"
-step torch python3 bench/torch_baseline.py --json "$OUT/torch.json"
-if [ -x backend_hip/device-run-hip.sh ]; then
-  step hip backend_hip/device-run-hip.sh
-fi
+failed=0
+# step NAME LIMIT_S CMD...: runs in the background, log in $OUT/NAME.log.
+step() {
+  local name=$1 limit=$2; shift 2
+  ( t0=$SECONDS; timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; rc=$?
+    echo "$rc $((SECONDS - t0))" >"$OUT/$name.rc" ) &
+}
+report() {
+  for name in "$@"; do
+    read -r rc secs <"$OUT/$name.rc"
+    echo "== $name: exit $rc after $secs s"
+    tail -n "${TAIL:-6}" "$OUT/$name.log"
+    [ "$rc" = 0 ] || failed=1
+  done
+}
+# The GPU machine has no Vulkan validation layers: --no-validation there.
+step parity_vk 200 "$B/tests/qattn_parity" --backend vulkan --no-validation
+step parity_vk_coopmat 200 "$B/tests/qattn_parity" --backend vulkan --no-validation --variant coopmat
+step parity_vk_mqa_long 200 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
+[ -x "$H/qattn_parity" ] && step parity_hip 200 "$H/qattn_parity" --backend hip
+wait
+report parity_vk parity_vk_coopmat parity_vk_mqa_long
+[ -x "$H/qattn_parity" ] && report parity_hip
+step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
+wait
+TAIL=20 report bench_vk
+step torch 150 python3 bench/torch_baseline.py --json "$OUT/torch.json"
+wait
+TAIL=20 report torch
+# Few files come back from a device call: fold the logs into one.
+for f in "$OUT"/*.log; do echo "==== $f"; cat "$f"; done >"$OUT/all_logs.txt"
+rm -f "$OUT"/*.log "$OUT"/*.rc
 exit $failed
