@@ -1,5 +1,6 @@
 /* Decode attention on Vulkan: turns a plan (core/src/plan_decode.c) into the
- * stage-1 launch (shaders/decode.comp or decode_coopmat.comp) and, with more
+ * stage-1 launch (shaders/decode.comp, decode_coopmat.comp or
+ * decode_stream.comp) and, with more
  * than one split, the merge launch (shaders/merge.comp), recorded into one
  * command buffer. Arguments were validated against the plan by the core.
  *
@@ -35,6 +36,21 @@ typedef struct merge_push {
 #define FLAG_SINKS 1
 #define FLAG_LSE 2
 #define MERGE_WG 64u
+#define STREAM_VEC_SPEC 6 /* index of decode_stream.comp's load-width constant */
+
+static uint32_t pow2_at_least(uint32_t x) {
+    uint32_t p = 1;
+    while (p < x) p *= 2;
+    return p;
+}
+
+/* Shared bytes of decode_stream.comp (mirrors its declarations and the
+ * planner's stream_shared). */
+static uint64_t stream_shared(uint32_t D, uint32_t np, uint32_t tk) {
+    const uint64_t rp = np < 4 ? 4 : np;
+    return (uint64_t)np * D * 4u + 2u * (uint64_t)tk * rp * 4u + (uint64_t)tk * 4u + 3u * (uint64_t)np * 4u +
+           2u * (uint64_t)tk * 4u;
+}
 
 static const char *dtype_suffix(qattn_dtype dt) {
     switch (dt) {
@@ -93,6 +109,32 @@ static int stage1_of(const qattn_vk *vk, const qattn_decode_plan *p, stage1 *st,
         const uint32_t nk = (uint32_t)p->keys_per_tile / ns;
         snprintf(st->shader, sizeof st->shader, "decode_coopmat_%s", dt);
         const uint32_t spec[] = {wg, D, (uint32_t)p->rows, qh, ns, nk, sg};
+        memcpy(st->spec, spec, sizeof spec);
+        st->n_spec = sizeof spec / sizeof spec[0];
+        st->grid[0] = (uint32_t)p->num_splits;
+        st->grid[1] = (uint32_t)p->kv_heads * (G / qh);
+        st->grid[2] = (uint32_t)p->batch;
+    } else if (p->variant == QATTN_DECODE_STREAM) {
+        /* 8-lane key groups (shuffles), 16 rows at most (one 8-lane softmax
+         * group each), whole V rows of D / 4 lanes per workgroup. */
+        const uint32_t R = (uint32_t)p->rows, np = pow2_at_least(qh * R);
+        const uint32_t kpg = (uint32_t)p->pipeline_depth;
+        if (sg < 8 || wg % 8 != 0 || wg % (D / 4) != 0 || np > wg / 8 ||
+            (uint32_t)p->keys_per_tile != wg / 8 * kpg || (uint32_t)p->keys_per_tile > wg) {
+            snprintf(why, n, "stream geometry (workgroup %u, %u rows, tile %d) does not fit subgroups of %u",
+                     wg, qh * R, (int)p->keys_per_tile, sg);
+            return 0;
+        }
+        const uint64_t shared = stream_shared(D, np, (uint32_t)p->keys_per_tile);
+        if (shared != p->shared_bytes || shared > vk->caps.max_shared_bytes) {
+            snprintf(why, n, "plan's shared_bytes %u differ from this device's stream launch (%llu)",
+                     (unsigned)p->shared_bytes, (unsigned long long)shared);
+            return 0;
+        }
+        snprintf(st->shader, sizeof st->shader, "decode_stream_%s", dt);
+        /* The load width (STREAM_VEC_SPEC) is set from the tensors' addresses
+         * at run time; 16 here. */
+        const uint32_t spec[] = {wg, D, R, qh, np, kpg, 16u, wg};
         memcpy(st->spec, spec, sizeof spec);
         st->n_spec = sizeof spec / sizeof spec[0];
         st->grid[0] = (uint32_t)p->num_splits;
@@ -223,6 +265,16 @@ qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qatt
         const uint64_t bits = p.k | p.v | ((uint64_t)p.k_ss | (uint64_t)p.k_sh | (uint64_t)p.v_ss |
                                            (uint64_t)p.v_sh);
         st.spec[st.n_spec++] = (bits % 16u == 0) ? 16u : (bits % 4u == 0) ? 4u : 1u;
+    } else if (plan->variant == QATTN_DECODE_STREAM) {
+        /* Widest load every K/V row start allows, in bytes (device
+         * addresses: the buffer's own alignment counts too). */
+        const uint64_t es = qattn_dtype_size(plan->kv_dtype);
+        const uint64_t bits = p.k | p.v |
+                              (((uint64_t)(uint32_t)p.k_ss | (uint64_t)(uint32_t)p.k_sh | (uint64_t)(uint32_t)p.v_ss |
+                                (uint64_t)(uint32_t)p.v_sh) *
+                               es);
+        st.spec[STREAM_VEC_SPEC] = bits % 16u == 0 ? 16u : bits % 8u == 0 ? 8u : bits % 4u == 0 ? 4u
+                                                                           : bits % 2u == 0 ? 2u : 1u;
     }
     VkPipeline s1, mg = VK_NULL_HANDLE;
     qattn_status s = qattn_vk_pipeline(vk, st.shader, st.spec, st.n_spec, sizeof p, st.subgroup_size, &s1);

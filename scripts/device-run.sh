@@ -35,17 +35,17 @@ report() {
   done
 }
 # The GPU machine has no Vulkan validation layers: --no-validation there.
-step parity_vk 200 "$B/tests/qattn_parity" --backend vulkan --no-validation
-step parity_vk_coopmat 200 "$B/tests/qattn_parity" --backend vulkan --no-validation --variant coopmat
-step parity_vk_mqa_long 200 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
-[ -x "$H/qattn_parity" ] && step parity_hip 200 "$H/qattn_parity" --backend hip
+step parity_vk 150 "$B/tests/qattn_parity" --backend vulkan --no-validation
+step parity_vk_coopmat 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --variant coopmat
+step parity_vk_mqa_long 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
+[ -x "$H/qattn_parity" ] && step parity_hip 150 "$H/qattn_parity" --backend hip
 wait
 report parity_vk parity_vk_coopmat parity_vk_mqa_long
 [ -x "$H/qattn_parity" ] && report parity_hip
-step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
+step bench_vk 180 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
 wait
 TAIL=20 report bench_vk
-step torch 150 python3 bench/torch_baseline.py --json "$OUT/torch.json"
+step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json"
 wait
 TAIL=20 report torch
 # Few files come back from a device call: fold the logs into one.

@@ -59,6 +59,16 @@ float qa_score2(float dot) {
 // exp2(a - b) that is 0 when a is -inf (b may be -inf too).
 float qa_exp2_diff(float a, float b) { return a == QA_NEG_INF ? 0.0 : exp2(a - b); }
 
+// Four fp8 codes of a word (byte 0 first) -> their values times 2^-8 (fn)
+// or 2^-7 (fnuz): each code's sign/exponent/mantissa bits are placed into
+// an f16 (bias 15), so the conversion is exact; callers fold the power of
+// two into the scale. NaN codes do not decode to NaN.
+vec4 qa_fp8x4_f16trick(uint w) {
+    vec2 a = unpackHalf2x16(((w << 7) & 0x3F803F80u) | ((w << 8) & 0x80008000u)); // bytes 0, 2
+    vec2 b = unpackHalf2x16(((w >> 1) & 0x3F803F80u) | (w & 0x80008000u));        // bytes 1, 3
+    return vec4(a.x, b.x, a.y, b.y);
+}
+
 // Writes one output element of row (b, r, h): with one split the final
 // bf16 output (sink folded in), else the split's partial. m2 is the row max
 // in log2 units (-inf: nothing visible), l the sum of exp2(s - m2), acc the

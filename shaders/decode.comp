@@ -97,14 +97,9 @@ int dim_of(int li, int j) {
 }
 
 #if defined(PACKED)
-// Four fp8 codes of a word -> f32 values times 2^-8 (fn) or 2^-7 (fnuz):
-// each code's sign/exponent/mantissa bits placed into an f16 (bias 15), so
-// the conversion is exact; the power of two is folded into the scale.
-vec4 unpack4(uint w) {
-    vec2 a = unpackHalf2x16(((w << 7) & 0x3F803F80u) | ((w << 8) & 0x80008000u)); // bytes 0, 2
-    vec2 b = unpackHalf2x16(((w >> 1) & 0x3F803F80u) | (w & 0x80008000u));        // bytes 1, 3
-    return vec4(a.x, b.x, a.y, b.y);
-}
+// Four fp8 codes of a word -> f32 values times 2^-8 (fn) or 2^-7 (fnuz)
+// (common_decode.glsl); the power of two is folded into the scale.
+vec4 unpack4(uint w) { return qa_fp8x4_f16trick(w); }
 const float PACK_SCALE = FNUZ ? 128.0 : 256.0;
 #else
 // A raw element (its bits, zero-extended) -> its exact value.

@@ -26,3 +26,9 @@ foreach(dt fp8fn fp8fnuz i8)
   string(TOUPPER ${dt} DT)
   qattn_shader(NAME decode_coopmat_${dt} SOURCE decode_coopmat.comp DEFINES KV_${DT}=1)
 endforeach()
+# Bandwidth-oriented stage 1 (all rows of a kv head per workgroup, q in
+# shared memory, scores/softmax/PV in phases): shaders/decode_stream.comp.
+foreach(dt bf16 fp8fn fp8fnuz i8)
+  string(TOUPPER ${dt} DT)
+  qattn_shader(NAME decode_stream_${dt} SOURCE decode_stream.comp DEFINES KV_${DT}=1)
+endforeach()

@@ -1,8 +1,9 @@
 /*
  * The decode planner, launch-free: its decisions for the capabilities of
  * real devices (as fake caps: lavapipe, the H200 through Vulkan, RDNA4,
- * gfx942), every condition of the packed_fp8 and coopmat gates failing one
- * at a time (the plan names it; a pinned variant fails naming it), the
+ * gfx942), every condition of the packed_fp8, coopmat and stream gates
+ * failing one at a time (the plan names it; a pinned variant fails naming
+ * it), the stream kernel's geometry, the
  * shared-memory bound for a table of shapes, the split policy and the
  * workspace, and the pin through QATTN_DECODE_VARIANT.
  */
@@ -154,6 +155,16 @@ static uint64_t scalar_shared(const qattn_device_caps *c, const qattn_decode_pla
     const uint64_t rb = p->variant == QATTN_DECODE_GENERIC ? 1 : (uint64_t)p->rows;
     return (uint64_t)(p->workgroup_size / (int)c->subgroup_size_min) * (uint64_t)p->q_heads_per_workgroup *
            rb * (uint64_t)(p->head_dim_v + 2) * 4u;
+}
+
+/* Stream kernel: q rows (rows rounded up to a power of two, f32), two score
+ * tiles [tile][max(rows, 4)], v scales, 3 floats per row, two slot tiles
+ * (shaders/decode_stream.comp's declarations). */
+static uint64_t stream_shared(const qattn_decode_plan *p) {
+    uint64_t np = 1;
+    while (np < (uint64_t)(p->q_heads_per_workgroup * p->rows)) np *= 2;
+    const uint64_t rp = np < 4 ? 4 : np, tk = (uint64_t)p->keys_per_tile;
+    return np * (uint64_t)p->head_dim * 4u + 2u * tk * rp * 4u + tk * 4u + 3u * np * 4u + 2u * tk * 4u;
 }
 
 /* ---- variant choice ------------------------------------------------------- */
@@ -322,6 +333,91 @@ static void test_coopmat_gate(void **state) {
     assert_int_equal(p.variant, QATTN_DECODE_MULTIROW);
 }
 
+/* ---- stream gate, one condition at a time; its geometry ------------------- */
+static void s_sg(qattn_decode_args *a, qattn_device_caps *c) { (void)a; c->subgroup_size_min = c->subgroup_size_max = 4; }
+static void s_wg(qattn_decode_args *a, qattn_device_caps *c) { (void)a; c->max_workgroup_size = 64; }
+static void s_shared(qattn_decode_args *a, qattn_device_caps *c) { (void)a; c->max_shared_bytes = 1024; }
+
+static void test_stream_gate(void **state) {
+    (void)state;
+    static const struct {
+        breaker f;
+        const char *why;
+    } conds[] = {
+        {s_sg, "subgroup size 4 < 8 lanes per key"},
+        {s_wg, "workgroups of 64 threads < 128"},
+        {s_shared, "B of shared memory > 1024"},
+    };
+    for (size_t i = 0; i < sizeof conds / sizeof conds[0]; ++i) {
+        qattn_device_caps c = caps_h200();
+        qattn_decode_args a = args_of(TARGET);
+        qattn_decode_plan p;
+        char err[256];
+        assert_int_equal(plan_of(&c, &a, QATTN_DECODE_STREAM, 0, &p, err), QATTN_OK);
+        assert_int_equal(p.variant, QATTN_DECODE_STREAM);
+        conds[i].f(&a, &c);
+        assert_int_equal(plan_of(&c, &a, QATTN_DECODE_STREAM, 0, &p, err), QATTN_ERR_VARIANT_GATE);
+        assert_contains(err, "stream gate");
+        assert_contains(err, conds[i].why);
+        /* AUTO still plans (another variant). */
+        assert_int_equal(plan_of(&c, &a, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
+    }
+    /* Geometry: every kv dtype, D and row count on every device; all rows
+     * of as many heads as fit 16 rows, 8 KiB of K codes per tile. */
+    const qattn_device_caps devs[4] = {caps_lavapipe(), caps_h200(), caps_rdna4(), caps_gfx942()};
+    static const int dims[] = {64, 128, 256}, rows[] = {1, 2, 3, 8}, gqa[] = {1, 4, 8, 16};
+    static const qattn_dtype dts[] = {QATTN_BF16, QATTN_FP8_E4M3FN, QATTN_I8};
+    for (int i = 0; i < 4; ++i)
+        for (int di = 0; di < 3; ++di)
+            for (int ri = 0; ri < 4; ++ri)
+                for (int gi = 0; gi < 4; ++gi)
+                    for (int ti = 0; ti < 3; ++ti) {
+                        shape s = {1, rows[ri], 2 * gqa[gi], 2, dims[di], 32768, dts[ti]};
+                        qattn_decode_args a = args_of(s);
+                        qattn_decode_plan p;
+                        char err[256];
+                        assert_int_equal(plan_of(&devs[i], &a, QATTN_DECODE_STREAM, 0, &p, err), QATTN_OK);
+                        assert_int_equal(p.variant, QATTN_DECODE_STREAM);
+                        assert_int_equal(p.workgroup_size, 128);
+                        const int qh = p.q_heads_per_workgroup;
+                        assert_int_equal(gqa[gi] % qh, 0);
+                        assert_true(qh * rows[ri] <= 16);
+                        /* the largest such divisor */
+                        for (int q2 = qh + 1; q2 <= gqa[gi]; ++q2)
+                            assert_true(gqa[gi] % q2 != 0 || q2 * rows[ri] > 16);
+                        const int es = (int)qattn_dtype_size(dts[ti]);
+                        assert_int_equal(p.keys_per_tile, 16 * p.pipeline_depth);
+                        assert_int_equal((int64_t)p.keys_per_tile * dims[di] * es, 8192);
+                        assert_int_equal(p.shared_bytes, stream_shared(&p));
+                        assert_true(p.shared_bytes <= devs[i].max_shared_bytes);
+                    }
+    /* A small shared memory shrinks the tile, then the heads, and says so. */
+    qattn_device_caps c = caps_lavapipe();
+    c.max_shared_bytes = 12288;
+    shape s = {1, 2, 16, 2, 256, 4096, QATTN_BF16};
+    qattn_decode_args a = args_of(s);
+    qattn_decode_plan p;
+    char err[256];
+    assert_int_equal(plan_of(&c, &a, QATTN_DECODE_STREAM, 0, &p, err), QATTN_OK);
+    assert_true(p.shared_bytes <= 12288);
+    assert_int_equal(p.shared_bytes, stream_shared(&p));
+    assert_true(p.q_heads_per_workgroup < 8);
+    assert_contains(p.reason, "shared memory: stream tile");
+    /* B 1 at 32k keys on the H200: the 64-split cap, whole tiles per split;
+     * a batch of 16 takes fewer splits. */
+    qattn_device_caps h = caps_h200();
+    a = args_of(TARGET);
+    assert_int_equal(plan_of(&h, &a, QATTN_DECODE_STREAM, 0, &p, err), QATTN_OK);
+    assert_int_equal(p.num_splits, 64);
+    assert_int_equal(p.keys_per_split % p.keys_per_tile, 0);
+    shape big = TARGET;
+    big.B = 16;
+    a = args_of(big);
+    assert_int_equal(plan_of(&h, &a, QATTN_DECODE_STREAM, 0, &p, err), QATTN_OK);
+    assert_true(p.num_splits > 1 && p.num_splits < 64);
+    assert_true((int64_t)p.num_splits * 16 * 8 >= 132 * 8);
+}
+
 /* ---- shared memory: exact, never above the device's limit ----------------- */
 static void test_shared_bound(void **state) {
     (void)state;
@@ -347,7 +443,9 @@ static void test_shared_bound(void **state) {
                             assert_true(p.workgroup_size <= (int)devs[i].max_workgroup_size);
                             assert_int_equal(p.workgroup_size % (int)devs[i].subgroup_size_min, 0);
                             assert_int_equal((p.q_heads / p.kv_heads) % p.q_heads_per_workgroup, 0);
-                            if (p.variant != QATTN_DECODE_COOPMAT)
+                            if (p.variant == QATTN_DECODE_STREAM)
+                                assert_int_equal(p.shared_bytes, stream_shared(&p));
+                            else if (p.variant != QATTN_DECODE_COOPMAT)
                                 assert_int_equal(p.shared_bytes, scalar_shared(&devs[i], &p));
                             if (strstr(p.reason, "shared memory")) ++shrunk;
                         }
@@ -421,6 +519,7 @@ static void test_names(void **state) {
     assert_string_equal(qattn_decode_variant_name(QATTN_DECODE_PACKED_FP8), "packed_fp8");
     assert_string_equal(qattn_decode_variant_name(QATTN_DECODE_MULTIROW), "multirow");
     assert_string_equal(qattn_decode_variant_name(QATTN_DECODE_COOPMAT), "coopmat");
+    assert_string_equal(qattn_decode_variant_name(QATTN_DECODE_STREAM), "stream");
     assert_string_equal(qattn_decode_variant_name(QATTN_DECODE_VARIANT_COUNT), "invalid");
 }
 
@@ -450,6 +549,10 @@ static void test_env_pin(void **state) {
     setenv("QATTN_DECODE_VARIANT", "coopmat", 1);
     assert_int_equal(qattn_decode_plan_create(ctx, &a, NULL, &p), QATTN_ERR_VARIANT_GATE);
     assert_contains(qattn_last_error(ctx), "coopmat gate");
+    /* ...and stream needs 8-lane subgroups (the cpu reports 1). */
+    setenv("QATTN_DECODE_VARIANT", "stream", 1);
+    assert_int_equal(qattn_decode_plan_create(ctx, &a, NULL, &p), QATTN_ERR_VARIANT_GATE);
+    assert_contains(qattn_last_error(ctx), "stream gate: subgroup size 1 < 8");
     /* Options win over the environment. */
     qattn_decode_options o;
     memset(&o, 0, sizeof o);
@@ -477,7 +580,8 @@ static void test_env_pin(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_choices),     cmocka_unit_test(test_packed_gate),
-        cmocka_unit_test(test_coopmat_gate), cmocka_unit_test(test_shared_bound),
+        cmocka_unit_test(test_coopmat_gate), cmocka_unit_test(test_stream_gate),
+        cmocka_unit_test(test_shared_bound),
         cmocka_unit_test(test_splits),      cmocka_unit_test(test_names),
         cmocka_unit_test(test_env_pin),
     };

@@ -14,6 +14,9 @@
  *               layout (every condition below) ->
  *   multirow    R > 1 (rows share each K/V load) ->
  *   generic     anything valid.
+ * stream (shaders/decode_stream.comp) runs any valid shape on a device
+ * with subgroups of >= 8 lanes; AUTO does not pick it yet (it runs when
+ * pinned), see docs/perf_decode_notes.md.
  * A pinned variant whose gate fails is an error naming the condition.
  *
  * Geometry of the scalar kernels (shaders/decode.comp): a workgroup of
@@ -35,6 +38,13 @@
  * keys (keys_per_tile = NS * NK) through f16 matrix products for up to 16
  * query rows; shared bytes are given by coopmat_shared() below, which
  * mirrors the shader's declarations.
+ *
+ * Geometry of the stream kernel (shaders/decode_stream.comp): STREAM_WG
+ * threads per (split, kv head, block of q_heads_per_workgroup query heads,
+ * request), all R rows of those heads (at most STREAM_MAX_ROWS rows);
+ * keys_per_tile = (STREAM_WG / 8) * pipeline_depth, where pipeline_depth
+ * is the keys each 8-lane key group scores per tile; shared bytes are given
+ * by stream_shared() below, which mirrors the shader's declarations.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -55,6 +65,9 @@
 #define SCALAR_WG 128
 #define COOP_M 16 /* matrix rows = query rows per coopmat workgroup */
 #define COOP_PAD 8 /* f16 elements of padding per shared row (bank spread) */
+#define STREAM_WG 128      /* threads per stream workgroup */
+#define STREAM_LPK 8       /* lanes per key in its score phase (shuffle width) */
+#define STREAM_MAX_ROWS 16 /* query rows per workgroup: one 8-lane softmax group each */
 
 const char *qattn_decode_variant_name(qattn_decode_variant v) {
     switch (v) {
@@ -63,6 +76,7 @@ const char *qattn_decode_variant_name(qattn_decode_variant v) {
     case QATTN_DECODE_PACKED_FP8: return "packed_fp8";
     case QATTN_DECODE_MULTIROW: return "multirow";
     case QATTN_DECODE_COOPMAT: return "coopmat";
+    case QATTN_DECODE_STREAM: return "stream";
     default: return "invalid";
     }
 }
@@ -363,6 +377,101 @@ static qattn_status coopmat_geometry(const qattn_device_caps *caps, const qattn_
     return QATTN_OK;
 }
 
+/* Shared bytes of decode_stream.comp: q rows (np, f32), two score tiles
+ * [tk][max(np, 4)], the tile's v scales, per-row rescale factors, m and l,
+ * and two tiles of slots. Mirrors its shared declarations. */
+static uint64_t stream_shared(int64_t D, int64_t np, int64_t tk) {
+    const uint64_t rp = (uint64_t)(np < 4 ? 4 : np);
+    return (uint64_t)np * (uint64_t)D * 4u + 2u * (uint64_t)tk * rp * 4u + (uint64_t)tk * 4u +
+           3u * (uint64_t)np * 4u + 2u * (uint64_t)tk * 4u;
+}
+
+static int64_t pow2_at_least(int64_t x) {
+    int64_t p = 1;
+    while (p < x) p *= 2;
+    return p;
+}
+
+/* Query heads per stream workgroup: the largest divisor of G whose rows
+ * (heads x R) fit STREAM_MAX_ROWS; R <= 8 so one head always fits. */
+static int64_t stream_qh(int64_t G, int64_t R) { return largest_divisor_upto(G, STREAM_MAX_ROWS / R); }
+
+static int stream_gate(const qattn_device_caps *caps, const qattn_decode_args *a, char *why, size_t n) {
+    const int64_t R = a->q.shape[1], D = a->k_cache.shape[2];
+    if (caps->subgroup_size_min < STREAM_LPK) {
+        snprintf(why, n, "stream gate: subgroup size %u < %d lanes per key",
+                 (unsigned)caps->subgroup_size_min, STREAM_LPK);
+        return 0;
+    }
+    if (caps->max_workgroup_size < STREAM_WG) {
+        snprintf(why, n, "stream gate: workgroups of %u threads < %d", (unsigned)caps->max_workgroup_size,
+                 STREAM_WG);
+        return 0;
+    }
+    /* The smallest launch: one query head, one key per group and tile. */
+    const uint64_t least = stream_shared(D, pow2_at_least(R), STREAM_WG / STREAM_LPK);
+    if (least > caps->max_shared_bytes) {
+        snprintf(why, n, "stream gate: the smallest tile needs %" PRIu64 " B of shared memory > %u", least,
+                 (unsigned)caps->max_shared_bytes);
+        return 0;
+    }
+    return 1;
+}
+
+static qattn_status stream_geometry(const qattn_device_caps *caps, const qattn_decode_args *a,
+                                    const decode_tune *tune, qattn_decode_plan *p, char *err, size_t n) {
+    const int64_t R = a->q.shape[1], D = a->k_cache.shape[2];
+    const int64_t G = a->q.shape[2] / a->k_cache.shape[1];
+    const int64_t es = (int64_t)qattn_dtype_size(a->k_cache.dtype);
+    if (tune->wg || tune->lpk)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                          "QATTN_DECODE_TUNE: the stream variant takes only depth and qh");
+    int64_t qh = stream_qh(G, R);
+    if (tune->qh) {
+        if (tune->qh < 1 || G % tune->qh || tune->qh * R > STREAM_MAX_ROWS)
+            return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                              "QATTN_DECODE_TUNE qh=%" PRId64 ": must divide the GQA ratio %" PRId64
+                              " with qh x R <= %d", tune->qh, G, STREAM_MAX_ROWS);
+        qh = tune->qh;
+    }
+    /* Keys per key group and tile: 16 words (64 bytes) of K codes per lane,
+     * whatever D and the element size (TK * D * es = 8 KiB of K per tile),
+     * which leaves registers for the next tile's loads while many
+     * workgroups stay resident. */
+    int64_t kpg = 512 / (D * es);
+    if (kpg < 1) kpg = 1;
+    if (tune->depth) {
+        if (tune->depth < 1 || tune->depth > STREAM_LPK || (tune->depth & (tune->depth - 1)))
+            return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                              "QATTN_DECODE_TUNE depth=%" PRId64 ": stream keys per group 1, 2, 4 or 8",
+                              tune->depth);
+        kpg = tune->depth;
+    }
+    /* Fit the exact shared memory under the device's limit: smaller tiles
+     * first, then fewer query heads per workgroup (the gate checked that
+     * one head and one key per group fit). */
+    const int64_t qh0 = qh, kpg0 = kpg;
+    uint64_t sh = stream_shared(D, pow2_at_least(qh * R), (STREAM_WG / STREAM_LPK) * kpg);
+    while (sh > caps->max_shared_bytes) {
+        if (kpg > 1) kpg /= 2;
+        else if (qh > 1) qh = largest_divisor_upto(G, qh - 1);
+        else
+            return qattn__err(err, n, QATTN_ERR_UNSUPPORTED,
+                              "decode stream: %" PRIu64 " B of shared memory > the device's %u", sh,
+                              (unsigned)caps->max_shared_bytes);
+        sh = stream_shared(D, pow2_at_least(qh * R), (STREAM_WG / STREAM_LPK) * kpg);
+    }
+    if (kpg != kpg0 || qh != qh0)
+        note(p, "shared memory: stream tile %d -> %d keys, q heads per workgroup %d -> %d to fit %u B",
+             (int)(16 * kpg0), (int)(16 * kpg), (int)qh0, (int)qh, (unsigned)caps->max_shared_bytes);
+    p->workgroup_size = STREAM_WG;
+    p->pipeline_depth = (int32_t)kpg;
+    p->keys_per_tile = (int32_t)((STREAM_WG / STREAM_LPK) * kpg);
+    p->q_heads_per_workgroup = (int32_t)qh;
+    p->shared_bytes = (uint32_t)sh;
+    return QATTN_OK;
+}
+
 /* ---- split-KV ------------------------------------------------------------ */
 
 static qattn_status splits(const qattn_device_caps *caps, const qattn_decode_args *a,
@@ -383,7 +492,9 @@ static qattn_status splits(const qattn_device_caps *caps, const qattn_decode_arg
          * their memory latency, but splits of at least two tiles so the
          * merge and per-split overhead stay small against the reading. */
         const int64_t cu = caps->compute_units > 0 ? caps->compute_units : 16;
-        const int64_t want = cu * 4;
+        /* The stream kernel is light on registers: more of its workgroups
+         * are resident per compute unit. */
+        const int64_t want = cu * (p->variant == QATTN_DECODE_STREAM ? 8 : 4);
         const int64_t rblocks = p->variant == QATTN_DECODE_GENERIC ? R : 1;
         const int64_t units = B * Hkv * qblocks * rblocks;
         s = (want + units - 1) / units;
@@ -453,13 +564,17 @@ static qattn_status plan_tuned(const qattn_device_caps *caps, const qattn_decode
     const int64_t R = p.rows, G = p.q_heads / p.kv_heads;
 
     char why_packed[QATTN_REASON_BYTES] = "", why_coop[QATTN_REASON_BYTES] = "";
+    char why_stream[QATTN_REASON_BYTES] = "";
     const int packed_ok = packed_gate(caps, args, why_packed, sizeof why_packed);
     const int coop_ok = coopmat_gate(caps, args, why_coop, sizeof why_coop);
+    const int stream_ok = stream_gate(caps, args, why_stream, sizeof why_stream);
 
     if (pin == QATTN_DECODE_PACKED_FP8 && !packed_ok)
         return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE, "pinned %s", why_packed);
     if (pin == QATTN_DECODE_COOPMAT && !coop_ok)
         return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE, "pinned %s", why_coop);
+    if (pin == QATTN_DECODE_STREAM && !stream_ok)
+        return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE, "pinned %s", why_stream);
 
     if (pin != QATTN_DECODE_AUTO) {
         p.variant = pin;
@@ -478,8 +593,9 @@ static qattn_status plan_tuned(const qattn_device_caps *caps, const qattn_decode
             if (R == 1) snprintf(p.reason, sizeof p.reason, "%s", why_packed);
         }
     }
-    s = p.variant == QATTN_DECODE_COOPMAT ? coopmat_geometry(caps, args, &p, err, err_size)
-                                          : scalar_geometry(caps, args, tune, &p, err, err_size);
+    if (p.variant == QATTN_DECODE_COOPMAT) s = coopmat_geometry(caps, args, &p, err, err_size);
+    else if (p.variant == QATTN_DECODE_STREAM) s = stream_geometry(caps, args, tune, &p, err, err_size);
+    else s = scalar_geometry(caps, args, tune, &p, err, err_size);
     if (s != QATTN_OK) return s;
     if ((s = splits(caps, args, options, &p, err, err_size)) != QATTN_OK) return s;
     *plan = p;
@@ -536,7 +652,7 @@ qattn_status qattn_decode_plan_create(qattn_context *ctx, const qattn_decode_arg
         if (env && !parse_variant(env, &o.variant))
             return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                                "QATTN_DECODE_VARIANT=%s: not one of auto, generic, packed_fp8, "
-                               "multirow, coopmat",
+                               "multirow, coopmat, stream",
                                env);
     }
     decode_tune tune;

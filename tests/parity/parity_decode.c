@@ -7,7 +7,9 @@
  * page size {1, 16}, window none/odd, softcap and sinks on/off, token-major,
  * head-major, padded (still 16-byte aligned) and unaligned layouts, forced
  * splits {1, 8, 64} or the planner's, batch {1, 5}); --full adds a sweep of
- * the cartesian product of the main dimensions.
+ * the cartesian product of the main dimensions. Layouts whose rows are only
+ * 4- or 8-byte aligned and GQA 16 / 16 rows per kv head reach the load
+ * widths and the widest row blocks of the stream kernel.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -19,8 +21,8 @@
 #include "qattn/convert.h"
 #include "tolerance.h"
 
-enum { TOK, HEAD, PAD, UNAL }; /* cache/q/o layouts */
-static const char *const LAYOUT_NAMES[] = {"tok", "head", "pad", "unal"};
+enum { TOK, HEAD, PAD, UNAL, AL4, AL8 }; /* cache/q/o layouts */
+static const char *const LAYOUT_NAMES[] = {"tok", "head", "pad", "unal", "al4", "al8"};
 
 typedef struct decode_case {
     int B, R, Hkv, G, D;
@@ -63,6 +65,9 @@ static const decode_case CASES[] = {
     {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0},     /* packed_fp8, head-major */
     {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},      /* Hkv 2: scale rows 8 B, generic */
     {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0, 0},
+    {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0},     /* 16 rows per kv head, 8-byte rows */
+    {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0},      /* GQA 16, 4-byte rows */
+    {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0},    /* bf16, 16 rows, 4-byte rows */
 };
 
 static void case_name(const decode_case *c, char *buf, size_t n) {
@@ -91,6 +96,11 @@ static pt_layout cache_layout(int layout, qattn_dtype dt, qt_rng *rng) {
     case UNAL: /* odd padding and an odd leading offset: nothing 16-byte aligned */
         l.pad = 2 * qt_int(rng, 0, 3) + 1;
         l.lead = 2 * qt_int(rng, 0, 3) + 1;
+        break;
+    case AL4: /* rows and base 4-byte aligned, not 8 */
+    case AL8: /* rows and base 8-byte aligned, not 16 */
+        l.pad = (layout == AL4 ? 4 : 8) / es;
+        l.lead = l.pad;
         break;
     default: break;
     }

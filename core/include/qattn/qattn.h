@@ -263,6 +263,7 @@ typedef enum qattn_decode_variant {
     QATTN_DECODE_PACKED_FP8,   /* 4 fp8 codes per 32-bit load; gated */
     QATTN_DECODE_MULTIROW,     /* R > 1: query rows share each K/V load */
     QATTN_DECODE_COOPMAT,      /* matrix-unit QK^T and PV */
+    QATTN_DECODE_STREAM,       /* all rows of a kv head, q in shared, phased tiles */
     QATTN_DECODE_VARIANT_COUNT
 } qattn_decode_variant;
 
