@@ -9,6 +9,7 @@
 
 typedef struct bench_config {
     int warmup, iters;
+    double warmup_min_ms; /* warm-up lasts at least this long (wall clock) */
     unsigned long long seed;
 } bench_config;
 

@@ -18,7 +18,11 @@ static int cmp_double(const void *a, const void *b) {
 
 int bench_time(qattn_context *ctx, bench_launch_fn fn, void *arg, const bench_config *cfg,
                bench_result *res) {
-    for (int i = 0; i < cfg->warmup; ++i) {
+    /* Warm up for a count and for a minimum time: after seconds of host work
+     * (the reference check) an idle GPU has lowered its clocks, and a few
+     * sub-millisecond launches are not enough load to raise them again. */
+    const double t_warm = wall_us();
+    for (int i = 0; i < cfg->warmup || wall_us() - t_warm < cfg->warmup_min_ms * 1e3; ++i) {
         if (fn(arg) != QATTN_OK) goto fail;
     }
     qattn_synchronize(ctx);

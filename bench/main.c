@@ -4,7 +4,8 @@
  *
  *   qattn-bench [--backend auto|cpu|vulkan|hip] [--device SEL]
  *               [--op decode|kv_store|mqa_logits] [--preset A,B,...]
- *               [--seeds] [--iters N] [--warmup N] [--seed S] [--json FILE]
+ *               [--seeds] [--iters N] [--warmup N] [--warmup-ms MS] [--seed S]
+ *               [--json FILE]
  *               [--list]
  * Without --preset, the quick presets run (--seeds: the seeds' workloads).
  * Exit status 0 only when every preset ran and matched the reference. */
@@ -76,7 +77,7 @@ static void json_result(FILE *f, const bench_preset *p, const qattn_device_caps 
 int main(int argc, char **argv) {
     const char *backend = "auto", *device = NULL, *op = NULL, *presets = NULL, *json = NULL;
     int seeds = 0;
-    bench_config cfg = {.warmup = 5, .iters = 30, .seed = 0};
+    bench_config cfg = {.warmup = 5, .iters = 30, .seed = 0, .warmup_min_ms = 500.0};
     int iters_given = 0;
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -95,6 +96,7 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--iters")) cfg.iters = atoi(argv[++i]), iters_given = 1;
         else if (v && !strcmp(a, "--warmup")) cfg.warmup = atoi(argv[++i]), iters_given = 1;
         else if (v && !strcmp(a, "--seed")) cfg.seed = strtoull(argv[++i], NULL, 0);
+        else if (v && !strcmp(a, "--warmup-ms")) cfg.warmup_min_ms = atof(argv[++i]), iters_given = 1;
         else {
             fprintf(stderr, "qattn-bench: unknown or incomplete argument %s (see the header of bench/main.c)\n", a);
             return 2;
@@ -110,9 +112,11 @@ int main(int argc, char **argv) {
     qattn_device_caps caps;
     qattn_get_caps(ctx, &caps);
     /* The reference is exact, not fast: a few runs show its cost. */
-    if (!iters_given && !strcmp(qattn_backend_name(ctx), "cpu")) cfg.warmup = 1, cfg.iters = 3;
-    printf("qattn %s | backend %s | device %s (%s) | %d warm-up + %d timed runs per preset\n",
-           qattn_version_string(), qattn_backend_name(ctx), caps.device_name, caps.arch, cfg.warmup, cfg.iters);
+    if (!iters_given && !strcmp(qattn_backend_name(ctx), "cpu"))
+        cfg.warmup = 1, cfg.iters = 3, cfg.warmup_min_ms = 0.0;
+    printf("qattn %s | backend %s | device %s (%s) | >= %d warm-up runs and >= %.0f ms, then %d timed runs per preset\n",
+           qattn_version_string(), qattn_backend_name(ctx), caps.device_name, caps.arch, cfg.warmup,
+           cfg.warmup_min_ms, cfg.iters);
     printf("%-24s %-10s %-14s %6s %10s %10s %10s %9s %8s  %s\n", "preset", "op", "variant", "splits",
            "median_us", "min_us", "max_us", "GB/s", "TFLOP/s", "check vs cpu reference");
     FILE *jf = json ? fopen(json, "w") : NULL;
