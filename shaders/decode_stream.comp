@@ -85,6 +85,11 @@ uint vraw[KPV][WPQ];                 // V codes of this lane's keys (PV layout)
 vec4 acc[NP];                        // this lane's 4 output dims of every row
 
 int g_b, g_g, g_h0, g_L, g_first, g_kend, g_tid;
+// This lane's K and V row starts at slot 0 (kv head and lane offset
+// folded in). Slot offsets are added in 32-bit arithmetic: the core checks
+// that every tensor spans fewer than 2^31 elements (< 2^32 bytes) and that
+// strides are not negative.
+uint64_t g_kb, g_vb;
 
 #if !defined(KV_BF16) && !defined(KV_I8)
 // Power of two the f16 trick leaves out of an fp8 value (folded into the
@@ -123,7 +128,8 @@ float kv_scale(uint64_t base, int ss_, int sh, int slot) {
 #if defined(KV_BF16)
     return 1.0;
 #else
-    return RefF32(qa_at(base, int64_t(slot) * ss_ + int64_t(g_g) * sh, 4)).v[0] * FP8_SCALE;
+    const uint e = uint(slot) * uint(ss_) + uint(g_g) * uint(sh);
+    return RefF32(base + uint64_t(e) * 4ul).v[0] * FP8_SCALE;
 #endif
 }
 
@@ -137,12 +143,11 @@ int slot_of(int p) { return qa_slot(g_first, min(p, g_kend - 1)); }
 // K rows (and the k and v scales) of the tile whose slots are in
 // sh_slot[buf] into kraw, ksc, vscl.
 void load_k(const int buf) {
-    const int kg = g_tid / LPK, li = g_tid % LPK;
+    const int kg = g_tid / LPK;
     [[unroll]] for (int u = 0; u < KPG; ++u) {
         const int kk = u * NKG + kg;
         const int slot = sh_slot[buf][kk];
-        const uint64_t row = qa_at(pc.k, int64_t(slot) * pc.k_ss + int64_t(g_g) * pc.k_sh, ES) +
-                             uint64_t(li * DPL * ES);
+        const uint64_t row = g_kb + uint64_t(uint(slot) * uint(pc.k_ss) * uint(ES));
         if (VEC >= 16 && NWK % 4 == 0) {
             [[unroll]] for (int w = 0; w < NWK; w += 4) {
                 const uvec4 x = RefU32x4(row + uint64_t(4 * w)).v[0];
@@ -168,12 +173,11 @@ void load_k(const int buf) {
 // V rows (this lane's 4 dims) of the tile whose slots are in sh_slot[buf]
 // into vraw.
 void load_v(const int buf) {
-    const int pg = g_tid / LPV, pl = g_tid % LPV;
+    const int pg = g_tid / LPV;
     [[unroll]] for (int i = 0; i < KPV; ++i) {
         const int kk = pg + i * NPG;
         const int slot = sh_slot[buf][kk];
-        const uint64_t a = qa_at(pc.v, int64_t(slot) * pc.v_ss + int64_t(g_g) * pc.v_sh, ES) +
-                           uint64_t(pl * 4 * ES);
+        const uint64_t a = g_vb + uint64_t(uint(slot) * uint(pc.v_ss) * uint(ES));
         if (WPQ == 2 && VEC >= 8) {
             const uvec2 x = RefU32x2(a).v[0];
             vraw[i][0] = x.x;
@@ -316,6 +320,8 @@ void main() {
     g_h0 = g_g * G + (int(gl_WorkGroupID.y) % nqb) * QH;
     g_b = int(gl_WorkGroupID.z);
     g_tid = int(gl_LocalInvocationID.x);
+    g_kb = pc.k + uint64_t(uint(g_g) * uint(pc.k_sh) * uint(ES) + uint((g_tid % LPK) * DPL * ES));
+    g_vb = pc.v + uint64_t(uint(g_g) * uint(pc.v_sh) * uint(ES) + uint((g_tid % LPV) * 4 * ES));
     // q rows (row = head-in-block * R + query row; padding rows zero) are
     // read first, so their latency overlaps the page-table reads below.
     float qv[NQS];
