@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
 # Builds, on this (build) machine, what scripts/device-run.sh runs on the GPU
-# machine: static Release binaries of qattn-bench and qattn_parity with the
-# Vulkan backend, in .devbuild/all (git-ignored; pass it to the device call
-# with carry). The GPU machine has no glslang, so shaders are compiled here.
+# machine, from a clean export of HEAD (so the device runs exactly a commit,
+# never uncommitted edits): static Release binaries of qattn-bench,
+# qattn_parity and the launch-free planner tests with the Vulkan backend in
+# .devbuild/all, and the HIP backend's NVIDIA twin in .devbuild/hipbin
+# (both git-ignored; pass them to the device call with carry). The GPU
+# machine has no glslang, so shaders are compiled here.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-exec scripts/toolchain.sh bash -c '
+top=$(pwd)
+rm -rf .devbuild/src .devbuild/all .devbuild/hipbin
+mkdir -p .devbuild/src
+git archive HEAD | tar -x -C .devbuild/src
+git rev-parse HEAD >.devbuild/src/COMMIT
+scripts/toolchain.sh bash -c "
   set -euo pipefail
-  cmake -S . -B .devbuild/all -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-        -DQATTN_VULKAN=ON -DQATTN_HIP=OFF >/dev/null
-  cmake --build .devbuild/all -j "$(nproc)" --target qattn-bench qattn_parity
-  # The GPU machine has glibc 2.39: refuse binaries that need newer symbols.
-  for b in .devbuild/all/bench/qattn-bench .devbuild/all/tests/qattn_parity; do
-    need=$(objdump -T "$b" | grep -o "GLIBC_2\.[0-9]*" | sort -t. -k2 -n | tail -1)
-    echo "$b needs $need"
-    case $need in GLIBC_2.39|GLIBC_2.[0-3][0-9]|GLIBC_2.[0-9]) ;; *) echo "too new for the GPU machine"; exit 1;; esac
-  done'
+  cmake -S $top/.devbuild/src -B $top/.devbuild/all -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DBUILD_SHARED_LIBS=OFF -DQATTN_VULKAN=ON -DQATTN_HIP=OFF >/dev/null
+  cmake --build $top/.devbuild/all -j \$(nproc) \
+        --target qattn-bench qattn_parity test_plan_decode test_plan_mqa_logits
+  # cmocka is a shared library: it travels with the tests.
+  mkdir -p $top/.devbuild/all/lib
+  cp -L \$(ldd $top/.devbuild/all/tests/test_plan_decode | awk '/libcmocka/ {print \$3}') $top/.devbuild/all/lib/"
+cp .devbuild/src/COMMIT .devbuild/all/COMMIT
+(cd .devbuild/src && bash backend_hip/device-build-hip.sh >/dev/null && mv .devbuild/hipbin "$top/.devbuild/hipbin")
+# The GPU machine has glibc 2.39: refuse binaries that need newer symbols.
+for b in .devbuild/all/bench/qattn-bench .devbuild/all/tests/qattn_parity .devbuild/all/tests/test_plan_* \
+         .devbuild/hipbin/*; do
+  need=$(objdump -T "$b" | grep -o "GLIBC_2\.[0-9]*" | sort -t. -k2 -n | tail -1)
+  echo "$b needs $need"
+  case $need in GLIBC_2.39|GLIBC_2.[0-3][0-9]|GLIBC_2.[0-9]) ;; *) echo "too new for the GPU machine"; exit 1;; esac
+done

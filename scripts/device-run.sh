@@ -3,6 +3,7 @@
 # everything, run from the repository root there after scripts/device-build.sh
 # (and backend_hip/device-build-hip.sh) here:
 #   run(command="bash scripts/device-run.sh", carry=[".gl", ".devbuild/all", ".devbuild/hipbin"])
+# .devbuild/all/COMMIT names the commit the binaries were built from.
 # Correctness first, in parallel (each process checks its own outputs): the
 # Vulkan parity suite with the planner's choice and with every case forced
 # onto the cooperative-matrix path, the 16 x 1.5M-column MQA case, and the
@@ -19,6 +20,7 @@ H=.devbuild/hipbin
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.total --format=csv \
   >"$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
+echo "binaries of commit $(cat $B/COMMIT 2>/dev/null)" | tee -a "$OUT/gpu.txt"
 failed=0
 # step NAME LIMIT_S CMD...: runs in the background, log in $OUT/NAME.log.
 step() {
@@ -39,8 +41,11 @@ step parity_vk 150 "$B/tests/qattn_parity" --backend vulkan --no-validation
 step parity_vk_coopmat 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --variant coopmat
 step parity_vk_mqa_long 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
 [ -x "$H/qattn_parity" ] && step parity_hip 150 "$H/qattn_parity" --backend hip
+export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+step plan_decode 60 "$B/tests/test_plan_decode"
+step plan_mqa_logits 60 "$B/tests/test_plan_mqa_logits"
 wait
-report parity_vk parity_vk_coopmat parity_vk_mqa_long
+report parity_vk parity_vk_coopmat parity_vk_mqa_long plan_decode plan_mqa_logits
 [ -x "$H/qattn_parity" ] && report parity_hip
 step bench_vk 180 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
 wait
