@@ -68,6 +68,7 @@ static const decode_case CASES[] = {
     {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0},     /* 16 rows per kv head, 8-byte rows */
     {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0},      /* GQA 16, 4-byte rows */
     {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0},    /* bf16, 16 rows, 4-byte rows */
+    {1, 1, 4, 2, 128, FNUZ, 16, 4099, 255, 1, 0, 1, TOK, 0, 0}, /* GQA 2: two rows per kv head */
 };
 
 static void case_name(const decode_case *c, char *buf, size_t n) {
