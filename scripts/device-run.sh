@@ -22,14 +22,19 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.t
 cat "$OUT/gpu.txt"
 echo "binaries of commit $(cat $B/COMMIT 2>/dev/null)" | tee -a "$OUT/gpu.txt"
 failed=0
-# step NAME LIMIT_S CMD...: runs in the background, log in $OUT/NAME.log.
+# step NAME LIMIT_S CMD...: runs in the background, log in $OUT/NAME.log
+# (line-buffered, so a step cut by its limit still shows how far it got).
+# SKIP="name ..." leaves steps out (e.g. ones a previous run of the same
+# code already covered, when device time is short).
 step() {
   local name=$1 limit=$2; shift 2
-  ( t0=$SECONDS; timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; rc=$?
+  case " ${SKIP:-} " in *" $name "*) return ;; esac
+  ( t0=$SECONDS; timeout "$limit" stdbuf -oL -eL "$@" >"$OUT/$name.log" 2>&1; rc=$?
     echo "$rc $((SECONDS - t0))" >"$OUT/$name.rc" ) &
 }
 report() {
   for name in "$@"; do
+    [ -f "$OUT/$name.rc" ] || continue
     read -r rc secs <"$OUT/$name.rc"
     echo "== $name: exit $rc after $secs s"
     tail -n "${TAIL:-6}" "$OUT/$name.log"
@@ -39,17 +44,22 @@ report() {
 # The GPU machine has no Vulkan validation layers: --no-validation there.
 step parity_vk 150 "$B/tests/qattn_parity" --backend vulkan --no-validation
 step parity_vk_coopmat 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --variant coopmat
+step parity_vk_stream 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --variant stream
 step parity_vk_mqa_long 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
 [ -x "$H/qattn_parity" ] && step parity_hip 150 "$H/qattn_parity" --backend hip
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 step plan_decode 60 "$B/tests/test_plan_decode"
 step plan_mqa_logits 60 "$B/tests/test_plan_mqa_logits"
 wait
-report parity_vk parity_vk_coopmat parity_vk_mqa_long plan_decode plan_mqa_logits
-[ -x "$H/qattn_parity" ] && report parity_hip
+report parity_vk parity_vk_coopmat parity_vk_stream parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip
 step bench_vk 180 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
 wait
 TAIL=20 report bench_vk
+# A/B: the decode presets again with the stream kernel pinned.
+step bench_vk_stream 90 env QATTN_DECODE_VARIANT=stream "$B/bench/qattn-bench" --backend vulkan --seeds --op decode \
+  --iters 30 --json "$OUT/bench_vk_stream.json"
+wait
+TAIL=12 report bench_vk_stream
 step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json"
 wait
 TAIL=20 report torch
