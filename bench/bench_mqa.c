@@ -57,8 +57,10 @@ static int reference(const bench_preset *p, const uint8_t *q, const uint8_t *k, 
         .logits = qattn_tensor_contiguous(b[6], 0, QATTN_F32, 2, (int64_t[]){n, Skv}),
         .clean_logits = 1,
     };
+    /* As for decode: QATTN_MQA_VARIANT is for the measured backend. */
+    const qattn_mqa_logits_options ref_opt = {.variant = QATTN_MQA_DIRECT};
     qattn_mqa_logits_plan plan;
-    int rc = (qattn_mqa_logits_plan_create(cpu, &a, NULL, &plan) == QATTN_OK &&
+    int rc = (qattn_mqa_logits_plan_create(cpu, &a, &ref_opt, &plan) == QATTN_OK &&
               qattn_mqa_logits_run(cpu, &plan, &a, NULL, 0) == QATTN_OK) ? 0 : -1;
     for (int i = 0; i < 7; ++i) qattn_buffer_free(cpu, b[i]);
     qattn_context_free(cpu);
