@@ -263,7 +263,11 @@ typedef enum qattn_decode_variant {
     QATTN_DECODE_PACKED_FP8,   /* 4 fp8 codes per 32-bit load; gated */
     QATTN_DECODE_MULTIROW,     /* R > 1: query rows share each K/V load */
     QATTN_DECODE_COOPMAT,      /* matrix-unit QK^T and PV */
-    QATTN_DECODE_STREAM,       /* all rows of a kv head, q in shared, phased tiles */
+    /* All rows of a kv head, q in shared memory, phased tiles. Never chosen
+     * by AUTO: correct on lavapipe, but it lost the device on an NVIDIA
+     * H200 in one parity case (docs/perf_decode_notes.md); pin it only to
+     * investigate. */
+    QATTN_DECODE_STREAM,
     QATTN_DECODE_VARIANT_COUNT
 } qattn_decode_variant;
 
