@@ -31,23 +31,15 @@ static const char *shader_for(qattn_mqa_variant v) {
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* The matrix shape the coopmat kernel runs: the planner's rule
- * (pick_coopmat_shape in core/src/plan_mqa_logits.c): the largest f16 x f16
- * -> f32 shape whose M, N, K divide 16. Returns 0 when there is none. */
-static int coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *out) {
-    int found = 0;
+/* Whether the device lists the matrix shape a plan was made for. */
+static int lists_shape(const qattn_device_caps *c, const qattn_matrix_shape *want) {
     for (int32_t i = 0; i < c->n_matrix_shapes && i < QATTN_MAX_MATRIX_SHAPES; ++i) {
         const qattn_matrix_shape *m = &c->matrix_shapes[i];
-        if (m->a_type != QATTN_F16 || m->c_type != QATTN_F32) continue;
-        if ((m->m != 8 && m->m != 16) || (m->n != 8 && m->n != 16) || (m->k != 8 && m->k != 16))
-            continue;
-        if (!found || m->m * m->n * m->k > out->m * out->n * out->k ||
-            (m->m * m->n * m->k == out->m * out->n * out->k && m->m > out->m)) {
-            *out = *m;
-            found = 1;
-        }
+        if (m->m == want->m && m->n == want->n && m->k == want->k && m->a_type == want->a_type &&
+            m->c_type == want->c_type)
+            return 1;
     }
-    return found;
+    return 0;
 }
 
 /* Threads of the plan's workgroup. */
@@ -78,9 +70,7 @@ int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
         return p->kv_tile % p->subgroup_size == 0 &&
                p->rows_per_workgroup == p->rows_per_subgroup * p->subgroups_per_workgroup;
     case QATTN_MQA_COOPMAT: {
-        qattn_matrix_shape shape;
-        if (!vk->has_coopmat || !(vk->caps.features & QATTN_FEAT_COOPMAT) ||
-            !coopmat_shape(&vk->caps, &shape))
+        if (!vk->has_coopmat || !(vk->caps.features & QATTN_FEAT_COOPMAT) || !lists_shape(&vk->caps, &p->matrix_shape))
             return 0;
         /* The matrix layout needs the exact subgroup width it was planned for. */
         const int fixed = vk->caps.subgroup_size_min == vk->caps.subgroup_size_max;
@@ -155,11 +145,9 @@ qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
         spec[SPEC_MT] = (uint32_t)plan_mtiles(plan);
         spec[SPEC_NT] = (uint32_t)(plan->kv_tile / 16);
         spec[SPEC_HEADS] = (uint32_t)plan->heads;
-        qattn_matrix_shape shape = {16, 16, 16, QATTN_F16, QATTN_F32};
-        coopmat_shape(&vk->caps, &shape); /* present: supports() checked it */
-        spec[SPEC_TM] = shape.m;
-        spec[SPEC_TN] = shape.n;
-        spec[SPEC_TK] = shape.k;
+        spec[SPEC_TM] = plan->matrix_shape.m; /* listed by the device: supports() checked */
+        spec[SPEC_TN] = plan->matrix_shape.n;
+        spec[SPEC_TK] = plan->matrix_shape.k;
         n_spec = SPEC_COUNT;
         if (vk->has_subgroup_size_control) pin = (uint32_t)plan->subgroup_size;
     }

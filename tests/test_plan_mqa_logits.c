@@ -161,7 +161,11 @@ static void check_contract(const qattn_device_caps *c, const qattn_mqa_logits_ar
              qattn_mqa_variant_name(p->variant));
 #define EXPECT(cond, ...)                                                   \
     do {                                                                    \
-        if (!(cond)) fail_msg("%s: " #cond " fails: " __VA_ARGS__, what);    \
+        if (!(cond)) {                                                      \
+            char detail_[160];                                              \
+            snprintf(detail_, sizeof detail_, __VA_ARGS__);                 \
+            fail_msg("%s: %s fails: %s", what, #cond, detail_);             \
+        }                                                                   \
     } while (0)
     EXPECT(p->rows == S && p->kv_len == S_kv && p->heads == H && p->head_dim == D, "shape");
     EXPECT(p->variant > QATTN_MQA_AUTO && p->variant < QATTN_MQA_VARIANT_COUNT, "%d",
@@ -222,8 +226,19 @@ static void check_contract(const qattn_device_caps *c, const qattn_mqa_logits_ar
         EXPECT(pairs % 16 == 0 && pairs >= 16 && pairs <= 64, "%lld (row, head) pairs per subgroup",
                (long long)pairs);
         EXPECT(H * p->rows_per_workgroup % p->subgroups_per_workgroup == 0, "uneven pairs");
+        /* The backend runs the plan's matrix shape: one the device lists. */
+        int listed = 0;
+        for (int32_t i = 0; i < c->n_matrix_shapes; ++i) {
+            const qattn_matrix_shape *m = &c->matrix_shapes[i], *w = &p->matrix_shape;
+            listed |= m->m == w->m && m->n == w->n && m->k == w->k && m->a_type == w->a_type &&
+                      m->c_type == w->c_type;
+        }
+        EXPECT(listed, "matrix shape %ux%ux%u not listed", (unsigned)p->matrix_shape.m,
+               (unsigned)p->matrix_shape.n, (unsigned)p->matrix_shape.k);
         /* Never one row spread over a whole workgroup (see the planner). */
         EXPECT(p->rows_per_workgroup >= 2, "%d rows per workgroup", (int)p->rows_per_workgroup);
+    } else {
+        EXPECT(p->matrix_shape.m == 0, "a matrix shape on a %s plan", qattn_mqa_variant_name(p->variant));
     }
     /* The int32 products the kernels form inside a row or a tile. */
     EXPECT((H - 1) * a->q.strides[1] + D <= INT32_MAX, "q row");
@@ -360,6 +375,9 @@ static void test_h200_decisions(void **state) {
     assert_int_equal(p.rows_per_workgroup, 4);
     assert_int_equal(p.rows_per_subgroup, 1);
     assert_int_equal(p.kv_tile, 32);
+    assert_int_equal(p.matrix_shape.m, 16);
+    assert_int_equal(p.matrix_shape.n, 16);
+    assert_int_equal(p.matrix_shape.k, 16);
     assert_true(p.kv_slices > 1);
     assert_true((int64_t)p.grid_x * p.grid_y >= 16 * 132);
     assert_true(p.shared_bytes <= 49152);

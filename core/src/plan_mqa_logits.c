@@ -144,8 +144,8 @@ static int64_t coopmat_shared(const cm_geom *g, int64_t D) {
 /* The matrix-unit shape the coopmat kernel uses: an f16 x f16 -> f32
  * subgroup shape whose M, N and K divide 16 (the kernel composes 16 x 16 x 16
  * blocks from it), the largest one listed (16x16x16 on NVIDIA and AMD, 8x8x8
- * on lavapipe). The Vulkan backend applies the same rule
- * (backend_vulkan/vk_mqa_logits.c). Returns 0 when none is listed. */
+ * on lavapipe). The plan carries it (matrix_shape) to the backend. Returns
+ * 0 when none is listed. */
 static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *out) {
     int found = 0;
     for (int32_t i = 0; i < c->n_matrix_shapes && i < QATTN_MAX_MATRIX_SHAPES; ++i) {
@@ -457,6 +457,7 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
         if (p.variant == QATTN_MQA_DIRECT)
             fill_variant(caps, &s, QATTN_MQA_DIRECT, opt.rows_per_subgroup, &p, why, sizeof why);
     }
+    if (p.variant == QATTN_MQA_COOPMAT) pick_coopmat_shape(caps, &p.matrix_shape);
     choose_slices(caps, &s, opt.kv_slices, &p);
     qattn_status st = check_int32(args, &s, &p, err, err_size);
     if (st != QATTN_OK) return st;

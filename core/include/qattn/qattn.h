@@ -387,6 +387,9 @@ typedef struct qattn_mqa_logits_plan {
     /** 1: some row base (row x row stride, or column x k row stride) passes
      *  int32, so the kernel forms those offsets in 64 bits; 0: all fit. */
     int32_t index64;
+    /** The matrix-unit shape a coopmat plan was made for (zero for other
+     *  variants), so backends run exactly what was planned. */
+    qattn_matrix_shape matrix_shape;
     char reason[QATTN_REASON_BYTES];
 } qattn_mqa_logits_plan;
 
