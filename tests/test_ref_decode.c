@@ -139,19 +139,23 @@ static dfix dfix_make(qt_rng *rng, const dcfg *c) {
     return f;
 }
 
+/* Every tensor of the fixture, listed once (see qt_ht_upload_present). */
+static size_t dfix_tensors(dfix *f, qt_ht **out) {
+    qt_ht *const all[] = {&f->q, &f->kc, &f->vc, &f->ks, &f->vs, &f->indptr_t, &f->indices_t, &f->lens_t,
+                          &f->sinks_t, &f->o, &f->lse};
+    memcpy(out, all, sizeof all);
+    return sizeof all / sizeof all[0];
+}
+
 static void dfix_free(qattn_context *ctx, dfix *f) {
-    qt_ht *all[] = {&f->q, &f->kc, &f->vc, &f->ks, &f->vs, &f->indptr_t,
-                    &f->indices_t, &f->lens_t, &f->sinks_t, &f->o, &f->lse};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
-        if (all[i]->data) qt_ht_free(ctx, all[i]);
+    qt_ht *ts[QT_HT_MAX_LIST];
+    qt_ht_free_present(ctx, ts, dfix_tensors(f, ts));
     free(f->pages);
 }
 
 static qattn_decode_args dfix_args(qattn_context *ctx, dfix *f) {
-    qt_ht *all[] = {&f->q, &f->kc, &f->vc, &f->ks, &f->vs, &f->indptr_t,
-                    &f->indices_t, &f->lens_t, &f->sinks_t, &f->o, &f->lse};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
-        if (all[i]->data) qt_ht_upload(ctx, all[i]);
+    qt_ht *ts[QT_HT_MAX_LIST];
+    qt_ht_upload_present(ctx, ts, dfix_tensors(f, ts));
     qattn_decode_args a;
     memset(&a, 0, sizeof a);
     a.q = qt_ht_desc(&f->q);

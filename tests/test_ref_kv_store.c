@@ -83,17 +83,22 @@ static kfix kfix_make(qt_rng *rng, const kcfg *c) {
     return f;
 }
 
+/* Every tensor of the fixture, listed once (see qt_ht_upload_present). */
+static size_t kfix_tensors(kfix *f, qt_ht **out) {
+    qt_ht *const all[] = {&f->kn, &f->vn, &f->map, &f->kc, &f->vc, &f->ks, &f->vs};
+    memcpy(out, all, sizeof all);
+    return sizeof all / sizeof all[0];
+}
+
 static void kfix_free(qattn_context *ctx, kfix *f) {
-    qt_ht *all[] = {&f->kn, &f->vn, &f->map, &f->kc, &f->vc, &f->ks, &f->vs};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
-        if (all[i]->data) qt_ht_free(ctx, all[i]);
+    qt_ht *ts[QT_HT_MAX_LIST];
+    qt_ht_free_present(ctx, ts, kfix_tensors(f, ts));
 }
 
 /* Uploads everything, runs qattn_kv_store, downloads caches and scales. */
 static qattn_status kfix_run(qattn_context *ctx, kfix *f) {
-    qt_ht *all[] = {&f->kn, &f->vn, &f->map, &f->kc, &f->vc, &f->ks, &f->vs};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
-        if (all[i]->data) qt_ht_upload(ctx, all[i]);
+    qt_ht *ts[QT_HT_MAX_LIST];
+    qt_ht_upload_present(ctx, ts, kfix_tensors(f, ts));
     qattn_kv_store_args a;
     memset(&a, 0, sizeof a);
     a.k_new = qt_ht_desc(&f->kn);

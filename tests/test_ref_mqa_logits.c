@@ -89,16 +89,22 @@ static mfix mfix_make(qt_rng *rng, const mcfg *c) {
     return f;
 }
 
+/* Every tensor of the fixture, listed once (see qt_ht_upload_present). */
+static size_t mfix_tensors(mfix *f, qt_ht **out) {
+    qt_ht *const all[] = {&f->q, &f->k, &f->ks_scale, &f->w, &f->ks, &f->ke, &f->logits};
+    memcpy(out, all, sizeof all);
+    return sizeof all / sizeof all[0];
+}
+
 static void mfix_free(qattn_context *ctx, mfix *f) {
-    qt_ht *all[] = {&f->q, &f->k, &f->ks_scale, &f->w, &f->ks, &f->ke, &f->logits};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
-        if (all[i]->data) qt_ht_free(ctx, all[i]);
+    qt_ht *ts[QT_HT_MAX_LIST];
+    qt_ht_free_present(ctx, ts, mfix_tensors(f, ts));
 }
 
 /* Uploads, plans, runs and downloads the logits; returns the run status. */
 static qattn_status mfix_run(qattn_context *ctx, mfix *f) {
-    qt_ht *all[] = {&f->q, &f->k, &f->ks_scale, &f->w, &f->ks, &f->ke, &f->logits};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) qt_ht_upload(ctx, all[i]);
+    qt_ht *ts[QT_HT_MAX_LIST];
+    qt_ht_upload_present(ctx, ts, mfix_tensors(f, ts));
     qattn_mqa_logits_args a;
     memset(&a, 0, sizeof a);
     a.q = qt_ht_desc(&f->q);

@@ -185,6 +185,18 @@ static inline void qt_ht_free(qattn_context *ctx, qt_ht *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* A fixture lists its tensors once (absent optional ones have data NULL);
+ * these walk that list, so uploading and freeing cover the same set. */
+#define QT_HT_MAX_LIST 16
+static inline void qt_ht_upload_present(qattn_context *ctx, qt_ht *const *ts, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+        if (ts[i]->data) qt_ht_upload(ctx, ts[i]);
+}
+static inline void qt_ht_free_present(qattn_context *ctx, qt_ht *const *ts, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+        if (ts[i]->data) qt_ht_free(ctx, ts[i]);
+}
+
 /* A byte mask of the image: 1 where a byte belongs to an element. */
 static inline uint8_t *qt_ht_element_mask(const qt_ht *t) {
     uint8_t *m = (uint8_t *)calloc(t->bytes, 1);
