@@ -25,6 +25,7 @@ packages=(
   glslang-tools spirv-tools cmake ninja-build pkgconf
   libcmocka-dev libvulkan-dev libvulkan-volk-dev
   mesa-vulkan-drivers vulkan-validationlayers gcc g++ libc6-dev
+  libclang-rt-19-dev
 )
 tag=debian13-$(printf '%s\n' "${packages[@]}" | sha256sum | cut -c1-12)
 root=${QATTN_TOOLROOT:-/var/cache/qattn/$tag}
