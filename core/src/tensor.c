@@ -172,3 +172,23 @@ qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32
                           t->buffer->bytes);
     return QATTN_OK;
 }
+
+qattn__cache_view qattn__cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size) {
+    qattn__cache_view v;
+    memset(&v, 0, sizeof v);
+    const int paged = t->rank == (is_scale ? 3 : 4);
+    if (paged) {
+        v.page_rows = t->shape[1];
+        v.n_slots = t->shape[0] * t->shape[1];
+        v.page_stride = t->strides[0];
+        v.row_stride = t->strides[1];
+        v.head_stride = t->strides[2];
+    } else {
+        v.page_rows = page_size;
+        v.n_slots = t->shape[0];
+        v.page_stride = t->strides[0] * page_size;
+        v.row_stride = t->strides[0];
+        v.head_stride = t->strides[1];
+    }
+    return v;
+}
