@@ -209,5 +209,19 @@ qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
  * `plan` (the iface's supports_op answer for QATTN_OP_MQA_LOGITS). */
 int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *plan);
 int qattn_vk_decode_supports(qattn_vk *vk, const qattn_decode_plan *plan);
+/* The launches of a decode plan, derived from the plan alone (no device):
+ * what qattn_vk_decode records, so a launch-free test can compare them with
+ * the plan. Returns 0 (with why) for a plan no tiled shader runs. */
+typedef struct qattn_vk_decode_launch {
+    char shader[48];
+    uint32_t spec[8];
+    uint32_t n_spec;
+    uint32_t grid[3];
+    uint32_t subgroup_size;
+    uint32_t merge_spec;          /* merge workgroup size */
+    uint32_t merge_grid[3];
+} qattn_vk_decode_launch;
+int qattn_vk_decode_launch_of(const qattn_decode_plan *p, qattn_vk_decode_launch *out, char *why,
+                              size_t n);
 
 #endif /* QATTN_VK_INTERNAL_H */

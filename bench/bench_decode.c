@@ -83,7 +83,7 @@ static int reference(const decode_launch *l, const void *q, const void *kc, cons
     r.lse.buffer = NULL;
     /* The reference ignores plans; pinning the generic variant keeps a
      * QATTN_DECODE_VARIANT meant for the measured backend from reaching it. */
-    const qattn_decode_options ref_opt = {.variant = QATTN_DECODE_GENERIC};
+    const qattn_decode_options ref_opt = {.variant = QATTN_DECODE_SIMT};
     qattn_decode_plan plan;
     int rc = (qattn_decode_plan_create(cpu, &r, &ref_opt, &plan) == QATTN_OK &&
               qattn_decode_run(cpu, &plan, &r, NULL, 0) == QATTN_OK) ? 0 : -1;

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# One call on the GPU machine (NVIDIA H200) that tests and benches
-# everything, run from the repository root there after scripts/device-build.sh
-# (and backend_hip/device-build-hip.sh) here:
+# One call on the GPU machine (NVIDIA H200) that checks and then times the
+# decode kernels (and whatever else was built), run from the repository root
+# there after scripts/device-build.sh here:
 #   run(command="bash scripts/device-run.sh", carry=[".gl", ".devbuild/all", ".devbuild/hipbin"])
 # .devbuild/all/COMMIT names the commit the binaries were built from.
 # Correctness first, in parallel (each process checks its own outputs): the
 # Vulkan parity suite with the planner's choice and with every case forced
-# onto the cooperative-matrix path, the 16 x 1.5M-column MQA case, and the
-# HIP backend's parity suite. Then, alone on the GPU so timings are clean:
-# qattn-bench over the seeds' presets and the PyTorch baseline. Logs and JSON
-# go to $OUT; the exit status is non-zero if any step failed.
+# onto simt, the 16 x 1.5M-column MQA case, the HIP backend's parity suite
+# and the launch-free planner tests. Then, alone on the GPU so timings are
+# clean: qattn-bench over the seeds' presets, a decode sweep, and the
+# PyTorch baseline. Logs and JSON go to $OUT; the exit status is non-zero if
+# any step failed. SKIP="name ..." leaves steps out.
 set -uo pipefail
 OUT=${OUT:-/tmp/qattn-device-out}
 mkdir -p "$OUT"
@@ -24,8 +25,6 @@ echo "binaries of commit $(cat $B/COMMIT 2>/dev/null)" | tee -a "$OUT/gpu.txt"
 failed=0
 # step NAME LIMIT_S CMD...: runs in the background, log in $OUT/NAME.log
 # (line-buffered, so a step cut by its limit still shows how far it got).
-# SKIP="name ..." leaves steps out (e.g. ones a previous run of the same
-# code already covered, when device time is short).
 step() {
   local name=$1 limit=$2; shift 2
   case " ${SKIP:-} " in *" $name "*) return ;; esac
@@ -43,24 +42,28 @@ report() {
 }
 # The GPU machine has no Vulkan validation layers: --no-validation there.
 step parity_vk 150 "$B/tests/qattn_parity" --backend vulkan --no-validation
-step parity_vk_coopmat 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --variant coopmat
-step parity_vk_stream 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --variant stream
+step parity_vk_simt 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --variant simt
 step parity_vk_mqa_long 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
 [ -x "$H/qattn_parity" ] && step parity_hip 150 "$H/qattn_parity" --backend hip
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 step plan_decode 60 "$B/tests/test_plan_decode"
 step plan_mqa_logits 60 "$B/tests/test_plan_mqa_logits"
 wait
-report parity_vk parity_vk_coopmat parity_vk_stream parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip
-step bench_vk 180 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
+report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip
+step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
 wait
-TAIL=20 report bench_vk
-# A/B: the decode presets again with the stream kernel pinned.
-step bench_vk_stream 90 env QATTN_DECODE_VARIANT=stream "$B/bench/qattn-bench" --backend vulkan --seeds --op decode \
-  --iters 30 --json "$OUT/bench_vk_stream.json"
+TAIL=24 report bench_vk
+# Decode sweep (timing mode of the parity binary: planner's choice unless
+# the shape names splits): B,R,Hkv,G,D,dtype,keys,page[,splits].
+sweep() {
+  for s in "$@"; do
+    "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --no-check --time 30 --shape "$s" 2>&1 | grep '^time'
+  done
+}
+step sweep 150 bash -c "$(declare -f sweep); B=$B; sweep ${SWEEP:-16,1,8,4,128,fn,32768,16 16,1,4,8,128,fn,32768,16 1,1,8,4,128,fn,32768,16 1,1,4,8,128,fn,32768,16}"
 wait
-TAIL=12 report bench_vk_stream
-step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json"
+TAIL=40 report sweep
+step torch 150 python3 bench/torch_baseline.py --json "$OUT/torch.json"
 wait
 TAIL=20 report torch
 # Few files come back from a device call: fold the logs into one.

@@ -17,11 +17,6 @@ if(QATTN_HAVE_VULKAN)
     set_tests_properties(parity_vulkan_${op} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
                          LABELS "vulkan;parity" ENVIRONMENT "${_vk_env}")
   endforeach()
-  # Variants AUTO does not pick on lavapipe still get their parity run.
-  add_test(NAME parity_vulkan_decode_stream COMMAND qattn_parity --backend vulkan --op decode
-           --variant stream)
-  set_tests_properties(parity_vulkan_decode_stream PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
-                       LABELS "vulkan;parity" ENVIRONMENT "${_vk_env}")
   add_test(NAME parity_vulkan_full COMMAND qattn_parity --backend vulkan --full)
   set_tests_properties(parity_vulkan_full PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 7200
                        LABELS "vulkan;parity;full" ENVIRONMENT "${_vk_env}")

@@ -6,7 +6,7 @@
  *
  *   qattn_vk_stats SHADER SUBGROUP SPEC0,SPEC1,... [OUTDIR]
  *
- * SHADER is an embedded shader name (e.g. decode_packed_fp8fn), SUBGROUP the
+ * SHADER is an embedded shader name (e.g. decode_matrix_fp8fn), SUBGROUP the
  * pinned subgroup size (0 = none), SPEC the specialization constants in
  * constant_id order. Statistics go to stdout; internal representations to
  * OUTDIR/<shader>.<executable>.<name>.txt when OUTDIR is given.

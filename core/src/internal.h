@@ -42,22 +42,9 @@ qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64
 int qattn__tensor_is_contiguous(const qattn_tensor *t);
 int qattn__is_fp8(qattn_dtype t);
 
-/* How kernels address a K/V cache or its scales (spec 2): key row `row` of
- * page `page` is slot page * page_rows + row; its element (head g, dim d)
- * sits at page * page_stride + row * row_stride + g * head_stride + d
- * elements from element 0 (scales: no d). A rank-3 cache [N_slots, Hkv, D]
- * (scales [N_slots, Hkv]) is read as pages of `page_size` consecutive
- * slots; a rank-4 cache [N_pages, P, Hkv, D] (scales [N_pages, P, Hkv])
- * brings its own page and row strides. A slot is inside the cache iff
- * 0 <= slot < n_slots. Kernels take these five numbers, never the rank. */
-typedef struct qattn__cache_view {
-    int64_t n_slots;
-    int64_t page_rows;
-    int64_t page_stride, row_stride, head_stride;
-} qattn__cache_view;
-/* The view of `t` (a cache when is_scale is 0, else its scales) for pages
- * of page_size rows. Assumes t passed validation. */
-qattn__cache_view qattn__cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size);
+/* The cache view lives in qattn/backend.h (backends need it too). */
+typedef qattn_cache_view qattn__cache_view;
+#define qattn__cache_view_of qattn_cache_view_of
 
 qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_t n);
 qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n);

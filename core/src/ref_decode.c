@@ -10,8 +10,8 @@
  * lse). No workspace and no allocation.
  *
  * Every slot this reads is computed from kv_indptr/kv_indices, which are data,
- * not shapes, so a first pass checks each index the second pass will use and
- * returns QATTN_ERR_INDEX_OUT_OF_RANGE (writing nothing) on a bad one.
+ * not shapes: a key whose index is out of range is not visible (spec 2);
+ * QATTN_CHECK_INDICES=1 turns such indices into an error before this runs.
  */
 #include <stdlib.h>
 
@@ -22,22 +22,25 @@
 #define REF_MAX_HEAD_DIM 256
 #define REF_MAX_GROUP 16 /* query heads handled together per kv head */
 
-/* The slot of key p of request b, or QATTN_ERR_INDEX_OUT_OF_RANGE when the
- * page table or the page id points outside the tensors. */
-static qattn_status key_slot(const qattn_decode_args *a, int64_t b, int64_t p, int64_t *slot) {
+/* The slot of key p of request b; 0 when the key does not exist or lies
+ * outside the cache (spec 2, without the index mode, which ops.c applies
+ * before any backend runs): a kv_indptr row outside [0, n_indices] or
+ * decreasing gives the request no pages, keys beyond the pages a request
+ * owns do not exist, and a page id outside the cache hides its keys. */
+static int key_slot(const qattn_decode_args *a, int64_t b, int64_t p, int64_t *slot) {
     const int64_t P = a->page_size;
     const int64_t n_pages = a->kv_indices.shape[0];
     const int64_t n_slots = a->k_cache.shape[0];
     int64_t begin = qattn__ref_i32(&a->kv_indptr, b);
     int64_t end = qattn__ref_i32(&a->kv_indptr, b + 1);
-    int64_t pos = begin + p / P; /* entry of kv_indices holding p's page */
-    if (begin < 0 || pos >= end || pos >= n_pages) return QATTN_ERR_INDEX_OUT_OF_RANGE;
-    int64_t page = qattn__ref_i32(&a->kv_indices, pos);
-    if (page < 0) return QATTN_ERR_INDEX_OUT_OF_RANGE;
+    if (begin < 0 || end > n_pages || end < begin) return 0;
+    if (p < 0 || p / P >= end - begin) return 0;
+    int64_t page = qattn__ref_i32(&a->kv_indices, begin + p / P);
+    if (page < 0) return 0;
     int64_t s = page * P + p % P; /* page < 2^31, P < 2^31: no overflow */
-    if (s >= n_slots) return QATTN_ERR_INDEX_OUT_OF_RANGE;
+    if (s >= n_slots) return 0;
     *slot = s;
-    return QATTN_OK;
+    return 1;
 }
 
 /* Visible keys of row r of request b: [*lo, *hi], empty when *lo > *hi.
@@ -76,21 +79,6 @@ static double score(const qattn_decode_args *a, const double *q, const double *k
     return s;
 }
 
-static qattn_status check_indices(const qattn_decode_args *a) {
-    const int64_t B = a->q.shape[0], R = a->q.shape[1];
-    for (int64_t b = 0; b < B; ++b) {
-        for (int64_t r = 0; r < R; ++r) {
-            int64_t lo, hi, slot;
-            visible_range(a, b, r, &lo, &hi);
-            for (int64_t p = lo; p <= hi; ++p) {
-                qattn_status s = key_slot(a, b, p, &slot);
-                if (s != QATTN_OK) return s;
-            }
-        }
-    }
-    return QATTN_OK;
-}
-
 qattn_status qattn__ref_decode(const qattn_decode_args *a) {
     const int64_t B = a->q.shape[0], R = a->q.shape[1], Hq = a->q.shape[2];
     const int64_t D = a->k_cache.shape[2], Dv = a->v_cache.shape[2];
@@ -99,9 +87,6 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
     const int has_sinks = qattn_tensor_present(&a->sinks);
     const int has_lse = qattn_tensor_present(&a->lse);
     if (D > REF_MAX_HEAD_DIM || Dv > REF_MAX_HEAD_DIM) return QATTN_ERR_UNSUPPORTED;
-
-    qattn_status st = check_indices(a);
-    if (st != QATTN_OK) return st;
 
     /* Per (request, row, kv head): every key's K and V row is decoded once
      * and used by all `group` query heads; each head's sums still run over
@@ -137,9 +122,11 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
                         m[i] = has_sinks ? sink[i] : -INFINITY;
                     }
                     /* Pass 1: scores, and m over the visible scores and the sink. */
+                    int64_t visible = 0;
                     for (int64_t p = lo; p <= hi; ++p) {
                         int64_t slot = 0;
-                        (void)key_slot(a, b, p, &slot); /* checked above */
+                        if (!key_slot(a, b, p, &slot)) continue;
+                        ++visible;
                         for (int64_t d = 0; d < D; ++d) row[d] = kv_value(&a->k_cache, &a->k_scale, slot, g, d);
                         for (int64_t i = 0; i < nh; ++i) {
                             double s = score(a, qs + i * D, row);
@@ -154,7 +141,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
                     }
                     for (int64_t p = lo; p <= hi; ++p) {
                         int64_t slot = 0;
-                        (void)key_slot(a, b, p, &slot);
+                        if (!key_slot(a, b, p, &slot)) continue;
                         for (int64_t d = 0; d < Dv; ++d) row[d] = kv_value(&a->v_cache, &a->v_scale, slot, g, d);
                         for (int64_t i = 0; i < nh; ++i) {
                             double w = exp(scores[i * max_keys + (p - lo)] - m[i]);
@@ -165,7 +152,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
                     /* No visible key: o = 0 and lse = -inf, or lse = sink when
                      * a sink is given (then m = sink and Z = 1, so the general
                      * formula gives the same). */
-                    const int empty = lo > hi;
+                    const int empty = visible == 0;
                     for (int64_t i = 0; i < nh; ++i) {
                         const int64_t h = g * group + h0 + i;
                         for (int64_t d = 0; d < Dv; ++d) {

@@ -173,8 +173,8 @@ qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32
     return QATTN_OK;
 }
 
-qattn__cache_view qattn__cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size) {
-    qattn__cache_view v;
+qattn_cache_view qattn_cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size) {
+    qattn_cache_view v;
     memset(&v, 0, sizeof v);
     const int paged = t->rank == (is_scale ? 3 : 4);
     if (paged) {

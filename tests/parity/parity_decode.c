@@ -8,8 +8,8 @@
  * head-major, padded (still 16-byte aligned) and unaligned layouts, forced
  * splits {1, 8, 64} or the planner's, batch {1, 5}); --full adds a sweep of
  * the cartesian product of the main dimensions. Layouts whose rows are only
- * 4- or 8-byte aligned and GQA 16 / 16 rows per kv head reach the load
- * widths and the widest row blocks of the stream kernel.
+ * 1-, 4- or 8-byte aligned reach every load width of the tiled kernel, and
+ * GQA 16 / 16 rows per kv head its widest row blocks.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -40,10 +40,10 @@ typedef struct decode_case {
 
 /* B R Hkv G D dtype page keys window softcap sinks lse layout splits same_lens */
 static const decode_case CASES[] = {
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},   /* packed_fp8, GQA 4 */
-    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0, 0}, /* packed_fp8, GQA 8, long */
-    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8, 0},   /* packed_fp8 with padded strides */
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0, 0},  /* unaligned: falls back to generic */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},   /* GQA 4: 16x8x16 matrix */
+    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0, 0}, /* GQA 8, long, 1-slot pages */
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8, 0},   /* padded strides */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0, 0},  /* unaligned: 1-byte loads */
     {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1, 0},
     {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0, 0},
     {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64, 0},
@@ -61,13 +61,13 @@ static const decode_case CASES[] = {
     {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64, 0},
     {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1, 0},
     {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0, 0},
-    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0, 0}, /* packed_fp8 with window/softcap/sinks */
-    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0},     /* packed_fp8, head-major */
-    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},      /* Hkv 2: scale rows 8 B, generic */
+    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0, 0}, /* window/softcap/sinks */
+    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0},     /* head-major */
+    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},      /* Hkv 2: scale rows 8 B */
     {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0, 0},
-    {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0},     /* 16 rows per kv head, 8-byte rows */
-    {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0},      /* GQA 16, 4-byte rows */
-    {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0},    /* bf16, 16 rows, 4-byte rows */
+    {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0},     /* 16 rows: 16x16x16, 8-byte loads */
+    {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0},      /* GQA 16: two head blocks, 4-byte loads */
+    {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0},    /* bf16, 16 rows, 4-byte loads */
     {1, 1, 4, 2, 128, FNUZ, 16, 4099, 255, 1, 0, 1, TOK, 0, 0}, /* GQA 2: two rows per kv head */
 };
 
@@ -331,10 +331,10 @@ static qattn_status run_side(parity_ctx *pc, int w, const decode_case *c, decode
         qsort(t, (size_t)n, sizeof *t, cmp_double);
         const double med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
         const double gb = decode_bytes(c, d) / (med * 1e-6) * 1e-9;
-        printf("time %s: variant %s splits %d wg %d tile %d qh %d: median %.2f us, min %.2f us "
+        printf("time %s: variant %s splits %d wg %d qh %d slots %d load %d B: median %.2f us, min %.2f us "
                "(%d runs after as many warm-up runs), %.0f GB/s\n",
                name, qattn_decode_variant_name(plan->variant), plan->num_splits, plan->workgroup_size,
-               plan->keys_per_tile, plan->q_heads_per_workgroup, med, t[0], n, gb);
+               plan->q_heads_per_workgroup, plan->row_slots, plan->load_bytes, med, t[0], n, gb);
     }
     free(t);
     qattn_buffer_free(ctx, ws);

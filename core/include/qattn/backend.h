@@ -36,6 +36,24 @@ typedef struct qattn_workspace {
     uint64_t bytes;
 } qattn_workspace;
 
+/** How kernels address a K/V cache or its scales (spec 2): key row `row` of
+ *  page `page` is slot page * page_rows + row; its element (head g, dim d)
+ *  sits at page * page_stride + row * row_stride + g * head_stride + d
+ *  elements from element 0 (scales: no d). A rank-3 cache [N_slots, Hkv, D]
+ *  (scales [N_slots, Hkv]) is read as pages of `page_size` consecutive
+ *  slots; a rank-4 cache [N_pages, P, Hkv, D] (scales [N_pages, P, Hkv])
+ *  brings its own page and row strides. A slot is inside the cache iff
+ *  0 <= slot < n_slots. Kernels take these numbers, never the rank. */
+typedef struct qattn_cache_view {
+    int64_t n_slots;
+    int64_t page_rows;
+    int64_t page_stride, row_stride, head_stride;
+} qattn_cache_view;
+
+/** The view of a validated cache tensor (is_scale 0) or of its scales
+ *  (is_scale 1) for pages of page_size rows. */
+QATTN_API qattn_cache_view qattn_cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size);
+
 /** Operations a device may be asked about. */
 typedef enum qattn_op {
     QATTN_OP_DECODE,

@@ -258,48 +258,67 @@ typedef struct qattn_decode_args {
 } qattn_decode_args;
 
 typedef enum qattn_decode_variant {
-    QATTN_DECODE_AUTO = 0,     /* let the planner choose (options only) */
-    QATTN_DECODE_GENERIC,      /* any dtype, D, GQA, R, stride */
-    QATTN_DECODE_PACKED_FP8,   /* 4 fp8 codes per 32-bit load; gated */
-    QATTN_DECODE_MULTIROW,     /* R > 1: query rows share each K/V load */
-    QATTN_DECODE_COOPMAT,      /* matrix-unit QK^T and PV */
-    /* All rows of a kv head, q in shared memory, phased tiles. Never chosen
-     * by AUTO: correct on lavapipe, but it lost the device on an NVIDIA
-     * H200 in one parity case (docs/perf_decode_notes.md); pin it only to
-     * investigate. */
-    QATTN_DECODE_STREAM,
+    QATTN_DECODE_AUTO = 0,  /* let the planner choose (options only) */
+    /* The tiled kernel (docs/design.md) with its dot products on the vector
+     * units: any Vulkan 1.3 device, every cache dtype. */
+    QATTN_DECODE_SIMT,
+    /* The same tiles on the matrix unit (f16 x f16 -> f32): fp8 and int8
+     * caches on devices with a 16x8x16 or 16x16x16 f16 matrix shape. */
+    QATTN_DECODE_MATRIX,
     QATTN_DECODE_VARIANT_COUNT
 } qattn_decode_variant;
 
-/** Returns "generic", "packed_fp8", ...; "auto" for AUTO. */
+/** Returns "simt", "matrix"; "auto" for AUTO; "invalid" otherwise. */
 QATTN_API const char *qattn_decode_variant_name(qattn_decode_variant v);
 
 typedef struct qattn_decode_options {
     qattn_decode_variant variant; /* AUTO, or pin one (gate failure = error) */
-    int32_t num_splits;           /* 0 = planner's choice, else 1..64 */
+    int32_t num_splits;           /* 0 = planner's choice, else 1..QATTN_MAX_SPLITS */
 } qattn_decode_options;
 
-#define QATTN_MAX_SPLITS 64
+#define QATTN_MAX_SPLITS 256
 #define QATTN_REASON_BYTES 256
 
-/** The planner's decision for one decode shape. Pure data; inspectable. */
+/** The planner's decision for one decode shape: every launch decision, so a
+ *  backend launches exactly this. Pure data; inspectable.
+ *
+ *  Stage 1 runs grid[0] x grid[1] x grid[2] workgroups of workgroup_size
+ *  lanes (one subgroup of subgroup_size lanes each): grid[0] = num_splits
+ *  KV ranges of keys_per_split keys (the last one runs to the request's
+ *  end), grid[1] = kv heads x blocks of q_heads_per_workgroup query heads,
+ *  grid[2] = requests. Each writes its partial output and (m, l) for
+ *  row_slots query rows into the workspace at the named offsets; the merge
+ *  runs merge_grid workgroups of merge_workgroup_size lanes and writes o
+ *  and lse. */
 typedef struct qattn_decode_plan {
     qattn_decode_variant variant;
-    /* shape the plan was made for */
+    /* what the plan was made for; run refuses arguments that differ */
     int32_t batch, rows, q_heads, kv_heads, head_dim, head_dim_v;
     qattn_dtype kv_dtype;
-    /* geometry */
-    int32_t keys_per_tile;
+    int32_t max_kv_len;
+    /* stage-1 geometry */
+    int32_t subgroup_size;
     int32_t workgroup_size;
-    int32_t pipeline_depth;
+    int32_t keys_per_tile;
+    int32_t load_bytes;           /* widest K/V load every row start allows: 1..16 */
     int32_t q_heads_per_workgroup;
+    int32_t row_slots;            /* matrix N >= q_heads_per_workgroup * rows */
+    qattn_matrix_shape matrix_shape; /* MATRIX: the f16 shape; zero for SIMT */
     uint32_t shared_bytes;        /* exact shared memory of the stage-1 launch */
-    /* split-KV */
-    int32_t num_splits;           /* 1 = no merge launch */
+    uint32_t grid[3];
+    /* split-KV and merge */
+    int32_t num_splits;
     int32_t keys_per_split;
-    uint64_t workspace_bytes;     /* partial outputs + LSEs; 0 when 1 split */
+    uint32_t merge_grid[3];
+    int32_t merge_workgroup_size;
+    /* workspace: partial outputs [slot][split][Dv] f32 at partial_o_offset,
+     * (m, l) pairs [slot][split][2] f32 at partial_ml_offset; a slot is one
+     * of row_slots rows of one (request, kv head, head block) */
+    uint64_t partial_o_offset;
+    uint64_t partial_ml_offset;
+    uint64_t workspace_bytes;
     /** Why the variant is not the preferred one, or "" (e.g.
-     *  "packed_fp8 gate: k_cache row stride 136 B not 16-byte aligned"). */
+     *  "matrix gate: a bf16 cache needs bf16 matrix operands"). */
     char reason[QATTN_REASON_BYTES];
 } qattn_decode_plan;
 

@@ -1,0 +1,481 @@
+#version 450
+// Decode attention, stage 1: the tiled design (docs/design.md, "Decode").
+//
+// One workgroup is one subgroup of SG lanes and handles one (split, kv head,
+// block of QH query heads, request). Its ROWS = QH * R query rows are the N
+// columns of the matrix products (NR >= ROWS; padding columns are computed
+// and never read). Keys stream through in tiles of 16:
+//   1. the tile's K and V rows (16-byte loads, issued one tile ahead) are
+//      decoded to f16 into shared memory (fp8 and int8 exactly, two codes per
+//      integer operation; the power of two the fp8 trick leaves is folded
+//      into the per-key scales), bf16 stays raw (SIMT only);
+//   2. S^T = K Q^T (16 keys x NR rows): on the matrix unit (MATRIX) or by
+//      lanes (SIMT), q held as f16 with a per-row power of two;
+//   3. online softmax by lanes: per-key scales, softcap, masks, running max
+//      m and partial sums l, P^T = p * v_scale in f16, and per row the factor
+//      alpha the running output must be multiplied by;
+//   4. O^T = O^T * alpha + V^T P^T (16 dims x NR rows per fragment).
+// Every workgroup writes its unnormalised O^T, m and l to the workspace
+// (padding rows included, they have their own slots) and decode_merge.comp
+// combines the splits. All launch decisions come from the plan
+// (core/src/plan_decode.c); shared memory must match tiled_shared() there.
+//
+// Indices read from memory are bounded here before anything is addressed
+// (spec 2): a kv_indptr row outside [0, n_indices] or decreasing gives its
+// request no pages, a page id outside the cache hides the key, keys beyond
+// the pages a request owns do not exist, and kv_lens beyond max_kv_len is
+// computed exactly (the last split runs to the end).
+//
+// Layout convention (PERM): a word of four fp8/int8 codes decodes to the f16
+// pairs (c0, c2) and (c1, c3), so positions 1 and 2 of every group of four
+// dims are swapped in shared memory. q is staged with the same swap (a dot
+// product does not care) and the merge swaps the output dims back.
+//
+// Defines: KV_BF16 | KV_FP8FN | KV_FP8FNUZ | KV_I8; MATRIX (0/1).
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#if MATRIX
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#endif
+#include "common.glsl"
+#include "common_tiled.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const int D = 128;  // = Dv
+layout(constant_id = 2) const int R = 1;    // query rows per request
+layout(constant_id = 3) const int QH = 1;   // query heads per workgroup
+layout(constant_id = 4) const int NR = 8;   // matrix N: row slots (>= QH * R)
+layout(constant_id = 5) const int SG = 32;  // lanes (= workgroup size = subgroup size)
+layout(constant_id = 6) const int VEC = 16; // bytes per load: what every K/V row start allows
+
+const int ROWS = QH * R;
+const int TK = 16;                 // keys per tile
+#if defined(KV_BF16)
+const int ES = 2;                  // bytes per cache element
+const int PERM = 0;
+const float KF = 1.0;              // staged value * KF = decoded value
+#else
+const int ES = 1;
+const int PERM = 1;
+#if defined(KV_FP8FNUZ)
+const float KF = 128.0;
+#elif defined(KV_I8)
+const float KF = 1.0;
+#else
+const float KF = 256.0;
+#endif
+#endif
+const int CPK = D * ES / 16;       // 16-byte chunks per cache row
+const int NCH = (TK * CPK + SG - 1) / SG; // chunks per lane per tile and tensor
+const int LD4 = D / 8 + 1;         // uvec4 per staged row (8 f16 or bf16 each, + 1 pad)
+const int LDP = TK + 8;            // f16 per row of P^T
+const int C = SG < TK ? SG : TK;   // lanes per softmax row group
+const int RG = SG / C;             // row groups
+const int KPL = TK / C;            // keys per lane in the softmax
+const int RPL = (NR + RG - 1) / RG; // rows per lane in the softmax
+const int NSK = (TK + SG - 1) / SG; // keys per lane whose scales it loads
+#if defined(KV_BF16)
+const bool HAS_SCALES = false;
+#else
+const bool HAS_SCALES = true;
+#endif
+
+shared uvec4 sq[NR * LD4];         // q rows, f16, scaled per row by 2^e
+shared float sqf[NR];              // 2^-e of each row
+shared uvec4 skt[TK * LD4];        // K tile
+shared uvec4 svt[TK * LD4];        // V tile
+shared float ss[TK * NR];          // S^T, then alpha per (key, row)
+shared float16_t sp[NR * LDP];     // P^T: [row][key]
+shared float sks[TK];              // k scale * KF of each key (0: not in the cache)
+shared float svs[TK];              // v scale of each key
+shared int spos[TK];               // absolute key position, -1 = does not exist
+
+// 16 cache bytes -> two uvec4 of f16 (fp8, int8: the PERM order) or one of
+// raw bf16 (lo only).
+void decode16(uvec4 w, out uvec4 lo, out uvec4 hi) {
+#if defined(KV_BF16)
+    lo = w;
+    hi = uvec4(0);
+#else
+    uint o[8];
+    [[unroll]] for (int j = 0; j < 4; ++j) {
+        uint x = w[j];
+#if defined(KV_I8)
+        // (c ^ 0x80) | 0x6400 is the f16 1024 + c + 128: exact; 1152 is
+        // subtracted in f16 (exact too).
+        f16vec2 a = unpackFloat2x16((( x       & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u);
+        f16vec2 b = unpackFloat2x16((((x >> 8) & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u);
+        o[2 * j] = packFloat2x16(a - f16vec2(1152.0));
+        o[2 * j + 1] = packFloat2x16(b - f16vec2(1152.0));
+#else
+        o[2 * j] = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);  // codes 0, 2
+        o[2 * j + 1] = ((x >> 1) & 0x3F803F80u) | (x & 0x80008000u);     // codes 1, 3
+#endif
+    }
+    lo = uvec4(o[0], o[1], o[2], o[3]);
+    hi = uvec4(o[4], o[5], o[6], o[7]);
+#endif
+}
+
+// 16 bytes of a K/V row at addr (VEC-aligned) in loads of VEC bytes.
+uvec4 load16(uint64_t addr) {
+    if (VEC >= 16) return RefU32x4(addr).v[0];
+    if (VEC == 8) {
+        RefU32x2 r = RefU32x2(addr);
+        return uvec4(r.v[0], r.v[1]);
+    }
+    uint w[4];
+    [[unroll]] for (int j = 0; j < 4; ++j) {
+        const uint64_t a = addr + uint64_t(4 * j);
+        if (VEC == 4) {
+            w[j] = RefU32(a).v[0];
+        } else if (VEC == 2) {
+            RefU16 r = RefU16(a);
+            w[j] = uint(r.v[0]) | (uint(r.v[1]) << 16);
+        } else {
+            RefU8 r = RefU8(a);
+            w[j] = uint(r.v[0]) | (uint(r.v[1]) << 8) | (uint(r.v[2]) << 16) | (uint(r.v[3]) << 24);
+        }
+    }
+    return uvec4(w[0], w[1], w[2], w[3]);
+}
+
+// Two staged elements of a word as f32 (f16 pairs, or raw bf16 pairs).
+vec2 unpack2(uint w) {
+#if defined(KV_BF16)
+    return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xFFFF0000u));
+#else
+    return unpackHalf2x16(w);
+#endif
+}
+
+float shfl_max(float x) {
+    for (int o = 1; o < C; o <<= 1) x = max(x, subgroupShuffleXor(x, uint(o)));
+    return x;
+}
+float shfl_add(float x) {
+    for (int o = 1; o < C; o <<= 1) x += subgroupShuffleXor(x, uint(o));
+    return x;
+}
+
+void main() {
+    const int split = int(gl_WorkGroupID.x);
+    const int G = pc.hq / pc.hkv;
+    const int nrb = G / QH;
+    const int g = int(gl_WorkGroupID.y) / nrb;
+    const int rb = int(gl_WorkGroupID.y) % nrb;
+    const int h0 = g * G + rb * QH;
+    const int b = int(gl_WorkGroupID.z);
+    const int lane = int(gl_LocalInvocationID.x);
+
+    // ---- the request's pages and keys, bounded ----
+    const int L = qa_ld_i32(pc.lens, int64_t(b) * pc.lens_s);
+    int ip0 = qa_ld_i32(pc.indptr, int64_t(b) * pc.indptr_s);
+    int ip1 = qa_ld_i32(pc.indptr, int64_t(b + 1) * pc.indptr_s);
+    if (ip0 < 0 || ip1 > pc.n_indices || ip1 < ip0) ip1 = ip0 = 0;
+    // Keys that exist: positions below the request's pages' capacity.
+    const int64_t cap64 = int64_t(ip1 - ip0) * pc.page_size;
+    const int cap = int(min(cap64, int64_t(0x7FFFFFFF)));
+    // Visible range of the union of this workgroup's rows (rows differ by r).
+    int lo_all = 0x7FFFFFFF, hi_all = -1;
+    for (int r = 0; r < R; ++r) {
+        int lo, hi;
+        qa_visible(L, R, r, lo, hi);
+        lo_all = min(lo_all, lo);
+        hi_all = max(hi_all, min(hi, cap - 1));
+    }
+    const int s0 = split * pc.keys_per_split;
+    const int s1 = split == pc.num_splits - 1 ? 0x7FFFFFFF : s0 + pc.keys_per_split;
+    const int kb = max(s0, lo_all);
+    const int ke = min(s1, hi_all + 1);
+
+    // ---- q rows -> f16 with a per-row power of two (bf16's range does not
+    // fit f16, its precision does) ----
+    for (int n = 0; n < NR; ++n) {
+        const bool real = n < ROWS;
+        const int h = h0 + n / R, r = n % R;
+        const int64_t qb = int64_t(b) * pc.q_sb + int64_t(r) * pc.q_sr + int64_t(h) * pc.q_sh;
+        float mx = 0.0;
+        for (int d = lane; d < D && real; d += SG)
+            mx = max(mx, abs(qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + d, 2)).v[0]))));
+        mx = subgroupMax(mx);
+        int e = 0;
+        if (mx > 0.0) {
+            int ex;
+            frexp(mx, ex);
+            e = 15 - ex; // mx * 2^e in [2^14, 2^15)
+        }
+        if (lane == 0) sqf[n] = real ? ldexp(1.0, -e) : 0.0;
+        for (int c = lane; c < D / 8; c += SG) {
+            uint wq[4];
+            [[unroll]] for (int j = 0; j < 4; ++j) {
+                float x[2];
+                [[unroll]] for (int u = 0; u < 2; ++u) {
+                    // Staged position c*8 + 2j + u holds dim pos(...) under PERM.
+                    int sp_ = c * 8 + 2 * j + u;
+                    int dm = PERM != 0 ? ((sp_ & ~3) | ((sp_ & 1) << 1) | ((sp_ >> 1) & 1)) : sp_;
+                    x[u] = real ? ldexp(qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + dm, 2)).v[0])), e) : 0.0;
+                }
+                wq[j] = packHalf2x16(vec2(x[0], x[1]));
+            }
+            sq[n * LD4 + c] = uvec4(wq[0], wq[1], wq[2], wq[3]);
+        }
+    }
+
+    // Per lane and softmax row: running max (log2 units), partial sum.
+    float m[RPL], l[RPL], qf_r[RPL];
+    int lo_r[RPL], hi_r[RPL];
+    [[unroll]] for (int i = 0; i < RPL; ++i) {
+        const int n = lane / C + RG * i;
+        m[i] = QA_NEG_INF;
+        l[i] = 0.0;
+        int lo = 0, hi = -1;
+        if (n < ROWS) {
+            qa_visible(L, R, n % R, lo, hi);
+            hi = min(hi, cap - 1);
+        }
+        lo_r[i] = lo;
+        hi_r[i] = hi;
+        qf_r[i] = 0.0;
+    }
+    barrier();
+    [[unroll]] for (int i = 0; i < RPL; ++i) {
+        const int n = lane / C + RG * i;
+        qf_r[i] = n < NR ? sqf[n] * pc.sm_scale : 0.0;
+    }
+
+#if MATRIX
+    coopmat<float16_t, gl_ScopeSubgroup, 16, NR, gl_MatrixUseB> qb_[D / 16];
+    [[unroll]] for (int j = 0; j < D / 16; ++j)
+        coopMatLoad(qb_[j], sq, j * 2, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+    coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> oacc[D / 16];
+    [[unroll]] for (int j = 0; j < D / 16; ++j)
+        oacc[j] = coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator>(0.0);
+#else
+    // Lanes own groups of 8 output dims of one row: group e = lane + SG * i.
+    const int OG = (D / 8) * NR;
+    const int OPL = (OG + SG - 1) / SG;
+    float oacc[OPL * 8];
+    [[unroll]] for (int i = 0; i < OPL * 8; ++i) oacc[i] = 0.0;
+#endif
+
+    // ---- the tile loop: loads for tile t + 1 are issued before tile t is
+    // computed ----
+    uvec4 rk[NCH], rv[NCH];
+    float rks[NSK], rvs[NSK];
+    int rpos[NSK];
+    // The slot of key position p (< ke, so its kv_indices entry exists), or
+    // -1 when its page id falls outside the cache; page and row out.
+    #define KEY_SLOT(p, page, row, ok)                                                      \
+        const int page = qa_ld_i32(pc.indices, int64_t(ip0 + (p) / pc.page_size) * pc.indices_s); \
+        const int row = (p) % pc.page_size;                                                 \
+        const bool ok = page >= 0 && int64_t(page) * pc.page_size + row < pc.n_slots;
+    // Loads what this lane owns of the tile starting at key t0: 16-byte
+    // chunks of K and V rows, and for keys lane + SG*i their scales.
+    #define LOAD_TILE(t0)                                                                   \
+    {                                                                                       \
+        [[unroll]] for (int i = 0; i < NCH; ++i) {                                          \
+            const int c = lane + SG * i;                                                    \
+            const int p = (t0) + c / CPK;                                                   \
+            rk[i] = uvec4(0);                                                               \
+            rv[i] = uvec4(0);                                                               \
+            if (c < TK * CPK && p < ke) {                                                   \
+                KEY_SLOT(p, page, row, ok)                                                  \
+                if (ok) {                                                                   \
+                    const uint64_t part = uint64_t(c % CPK) * 16u;                          \
+                    const int64_t ko = int64_t(page) * pc.k_ps + int64_t(row) * pc.k_rs + int64_t(g) * pc.k_hs; \
+                    const int64_t vo = int64_t(page) * pc.v_ps + int64_t(row) * pc.v_rs + int64_t(g) * pc.v_hs; \
+                    rk[i] = load16(pc.k + uint64_t(ko) * ES + part);                        \
+                    rv[i] = load16(pc.v + uint64_t(vo) * ES + part);                        \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+        [[unroll]] for (int i = 0; i < NSK; ++i) {                                          \
+            const int p = (t0) + lane + SG * i;                                             \
+            rpos[i] = -1;                                                                   \
+            rks[i] = 0.0;                                                                   \
+            rvs[i] = 0.0;                                                                   \
+            if (lane + SG * i < TK && p < ke) {                                             \
+                KEY_SLOT(p, page, row, ok)                                                  \
+                if (ok) {                                                                   \
+                    rpos[i] = p;                                                            \
+                    rks[i] = KF;                                                            \
+                    rvs[i] = 1.0;                                                           \
+                    if (HAS_SCALES) {                                                       \
+                        rks[i] *= qa_ld_f32(pc.ks, int64_t(page) * pc.ks_ps + int64_t(row) * pc.ks_rs + int64_t(g) * pc.ks_hs); \
+                        rvs[i] = qa_ld_f32(pc.vs, int64_t(page) * pc.vs_ps + int64_t(row) * pc.vs_rs + int64_t(g) * pc.vs_hs); \
+                    }                                                                       \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+    if (kb < ke) LOAD_TILE(kb);
+    for (int t0 = kb; t0 < ke; t0 += TK) {
+        // 1. stage the loaded tile
+        [[unroll]] for (int i = 0; i < NCH; ++i) {
+            const int c = lane + SG * i;
+            if (c < TK * CPK) {
+                const int key = c / CPK, part = c % CPK;
+                uvec4 lo, hi;
+                decode16(rk[i], lo, hi);
+#if defined(KV_BF16)
+                skt[key * LD4 + part] = lo;
+#else
+                skt[key * LD4 + 2 * part] = lo;
+                skt[key * LD4 + 2 * part + 1] = hi;
+#endif
+                decode16(rv[i], lo, hi);
+#if defined(KV_BF16)
+                svt[key * LD4 + part] = lo;
+#else
+                svt[key * LD4 + 2 * part] = lo;
+                svt[key * LD4 + 2 * part + 1] = hi;
+#endif
+            }
+        }
+        [[unroll]] for (int i = 0; i < NSK; ++i) {
+            const int key = lane + SG * i;
+            if (key < TK) {
+                sks[key] = rks[i];
+                svs[key] = rvs[i];
+                spos[key] = rpos[i];
+            }
+        }
+        barrier();
+        // Next tile's loads, in flight while this one is computed.
+        if (t0 + TK < ke) LOAD_TILE(t0 + TK);
+
+        // 2. S^T = K Q^T
+#if MATRIX
+        {
+            coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> sacc =
+                coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator>(0.0);
+            [[unroll]] for (int j = 0; j < D / 16; ++j) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ka;
+                coopMatLoad(ka, skt, j * 2, LD4, gl_CooperativeMatrixLayoutRowMajor);
+                sacc = coopMatMulAdd(ka, qb_[j], sacc);
+            }
+            coopMatStore(sacc, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
+        }
+#else
+        for (int e = lane; e < TK * NR; e += SG) {
+            const int key = e / NR, n = e % NR;
+            float acc = 0.0;
+            if (n < ROWS) {
+                for (int c = 0; c < D / 8; ++c) {
+                    const uvec4 kw = skt[key * LD4 + c], qw = sq[n * LD4 + c];
+                    [[unroll]] for (int j = 0; j < 4; ++j) {
+                        const vec2 kk = unpack2(kw[j]), qq = unpackHalf2x16(qw[j]);
+                        acc += kk.x * qq.x + kk.y * qq.y;
+                    }
+                }
+            }
+            ss[key * NR + n] = acc;
+        }
+#endif
+        barrier();
+
+        // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i
+        {
+            const int kq = lane % C;
+            [[unroll]] for (int i = 0; i < RPL; ++i) {
+                const int n = lane / C + RG * i;
+                float s[KPL];
+                float tmax = QA_NEG_INF;
+                [[unroll]] for (int j = 0; j < KPL; ++j) {
+                    const int key = kq + C * j;
+                    const int p = spos[key];
+                    float x = QA_NEG_INF;
+                    if (n < NR && p >= 0 && p >= lo_r[i] && p <= hi_r[i]) {
+                        x = ss[key * NR + n] * qf_r[i] * sks[key];
+                        if (pc.softcap > 0.0) x = pc.softcap * qa_tanh(x / pc.softcap);
+                        x *= float(QA_LOG2E);
+                    }
+                    s[j] = x;
+                    tmax = max(tmax, x);
+                }
+                tmax = shfl_max(tmax);
+                const float mn = max(m[i], tmax);
+                const float alpha = mn == QA_NEG_INF ? 1.0 : exp2(m[i] - mn);
+                m[i] = mn;
+                float ps = 0.0;
+                [[unroll]] for (int j = 0; j < KPL; ++j) {
+                    const int key = kq + C * j;
+                    const float p = s[j] == QA_NEG_INF ? 0.0 : exp2(s[j] - mn);
+                    ps += p;
+                    if (n < NR) {
+                        sp[n * LDP + key] = float16_t(p * svs[key]);
+                        ss[key * NR + n] = alpha;
+                    }
+                }
+                l[i] = l[i] * alpha + ps;
+            }
+        }
+        barrier();
+
+        // 4. O^T = O^T * alpha + V^T P^T
+#if MATRIX
+        {
+            coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> am;
+            coopMatLoad(am, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, NR, gl_MatrixUseB> pb;
+            coopMatLoad(pb, sp, 0, LDP, gl_CooperativeMatrixLayoutColumnMajor);
+            [[unroll]] for (int j = 0; j < D / 16; ++j) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> va;
+                coopMatLoad(va, svt, j * 2, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+                oacc[j] = coopMatMulAdd(va, pb, oacc[j] * am);
+            }
+        }
+#else
+        [[unroll]] for (int i = 0; i < OPL; ++i) {
+            const int e = lane + SG * i;
+            if (e < OG) {
+                const int n = e / (D / 8), c = e % (D / 8);
+                const float alpha = ss[n];
+                float a[8];
+                [[unroll]] for (int u = 0; u < 8; ++u) a[u] = oacc[i * 8 + u] * alpha;
+                for (int key = 0; key < TK; ++key) {
+                    const float p = float(sp[n * LDP + key]);
+                    const uvec4 vw = svt[key * LD4 + c];
+                    [[unroll]] for (int j = 0; j < 4; ++j) {
+                        const vec2 vv = unpack2(vw[j]);
+                        a[2 * j] += p * vv.x;
+                        a[2 * j + 1] += p * vv.y;
+                    }
+                }
+                [[unroll]] for (int u = 0; u < 8; ++u) oacc[i * 8 + u] = a[u];
+            }
+        }
+#endif
+        barrier();
+    }
+
+    // ---- partials: unnormalised O^T (staged dims), m and l per row slot ----
+    const int S = pc.num_splits;
+    const int64_t slot0 = ((int64_t(b) * pc.hkv + g) * nrb + rb) * NR; // first row slot
+#if MATRIX
+    [[unroll]] for (int j = 0; j < D / 16; ++j)
+        coopMatStore(oacc[j], RefF32(pc.ws_o).v, uint((slot0 * S + split) * D + j * 16), uint(S * D),
+                     gl_CooperativeMatrixLayoutColumnMajor);
+#else
+    [[unroll]] for (int i = 0; i < OPL; ++i) {
+        const int e = lane + SG * i;
+        if (e < OG) {
+            const int n = e / (D / 8), c = e % (D / 8);
+            const int64_t at = ((slot0 + n) * S + split) * D + c * 8;
+            [[unroll]] for (int u = 0; u < 8; ++u) RefF32(qa_at(pc.ws_o, at + u, 4)).v[0] = oacc[i * 8 + u];
+        }
+    }
+#endif
+    [[unroll]] for (int i = 0; i < RPL; ++i) {
+        const int n = lane / C + RG * i;
+        const float lt = shfl_add(l[i]);
+        if (n < NR && lane % C == 0) {
+            const int64_t at = ((slot0 + n) * S + split) * 2;
+            RefF32(qa_at(pc.ws_ml, at, 4)).v[0] = m[i];
+            RefF32(qa_at(pc.ws_ml, at + 1, 4)).v[0] = lt;
+        }
+    }
+}
