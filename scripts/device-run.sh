@@ -41,16 +41,16 @@ report() {
   done
 }
 # The GPU machine has no Vulkan validation layers: --no-validation there.
-step parity_vk 150 "$B/tests/qattn_parity" --backend vulkan --no-validation
-step parity_vk_simt 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --variant simt
-step parity_vk_mqa_long 150 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
+step parity_vk 120 "$B/tests/qattn_parity" --backend vulkan --no-validation
+step parity_vk_simt 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --variant simt
+step parity_vk_mqa_long 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
 [ -x "$H/qattn_parity" ] && step parity_hip 150 "$H/qattn_parity" --backend hip
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 step plan_decode 60 "$B/tests/test_plan_decode"
 step plan_mqa_logits 60 "$B/tests/test_plan_mqa_logits"
 wait
 report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip
-step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
+step bench_vk 180 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
 wait
 TAIL=24 report bench_vk
 # Decode sweep (timing mode of the parity binary: planner's choice unless
@@ -60,10 +60,10 @@ sweep() {
     "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --no-check --time 30 --shape "$s" 2>&1 | grep '^time'
   done
 }
-step sweep 150 bash -c "$(declare -f sweep); B=$B; sweep ${SWEEP:-16,1,8,4,128,fn,32768,16 16,1,4,8,128,fn,32768,16 1,1,8,4,128,fn,32768,16 1,1,4,8,128,fn,32768,16}"
+step sweep 120 bash -c "$(declare -f sweep); B=$B; sweep ${SWEEP:-16,1,8,4,128,fn,32768,16 16,1,4,8,128,fn,32768,16 1,1,8,4,128,fn,32768,16 1,1,4,8,128,fn,32768,16}"
 wait
 TAIL=40 report sweep
-step torch 150 python3 bench/torch_baseline.py --json "$OUT/torch.json"
+step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json"
 wait
 TAIL=20 report torch
 # Few files come back from a device call: fold the logs into one.
