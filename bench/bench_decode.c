@@ -81,12 +81,15 @@ static int reference(const decode_launch *l, const void *q, const void *kc, cons
     r.kv_indices = qattn_tensor_contiguous(bpg, 0, QATTN_I32, 1, (int64_t[]){(int64_t)nreq * pages_per_req});
     r.o = qattn_tensor_contiguous(bo, 0, QATTN_BF16, 4, (int64_t[]){nreq, R, Hq, D});
     r.lse.buffer = NULL;
-    /* The reference ignores plans; pinning the generic variant keeps a
+    /* The reference ignores plans; pinning the simt variant keeps a
      * QATTN_DECODE_VARIANT meant for the measured backend from reaching it. */
     const qattn_decode_options ref_opt = {.variant = QATTN_DECODE_SIMT};
     qattn_decode_plan plan;
+    qattn_buffer *rws = NULL;
     int rc = (qattn_decode_plan_create(cpu, &r, &ref_opt, &plan) == QATTN_OK &&
-              qattn_decode_run(cpu, &plan, &r, NULL, 0) == QATTN_OK) ? 0 : -1;
+              (plan.workspace_bytes == 0 || qattn_buffer_alloc(cpu, plan.workspace_bytes, &rws) == QATTN_OK) &&
+              qattn_decode_run(cpu, &plan, &r, rws, 0) == QATTN_OK) ? 0 : -1;
+    qattn_buffer_free(cpu, rws);
     qattn_buffer *all[] = {bq, bkc, bvc, bks, bvs, bip, bln, bpg, bo};
     for (int i = 0; i < 9; ++i) qattn_buffer_free(cpu, all[i]);
     qattn_context_free(cpu);

@@ -5,7 +5,7 @@
 // with the sink, writes o in bf16 (dims back in order) and the LSE.
 //   M = max(m_s, sink), Z = sum_s l_s 2^(m_s - M) + 2^(sink - M),
 //   o = vf * sum_s 2^(m_s - M) O_s / Z.
-// Spec constant 0: workgroup size.
+// Spec constant 0: workgroup size (a power of two, 64..256).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #define QA_NO_STAGE1_PUSH
@@ -24,10 +24,15 @@ layout(push_constant, std430) uniform Push {
 
 #define FLAG_SINKS 1
 #define FLAG_LSE 2
-#define MAX_S 256
+#define MAX_S 256 // QATTN_MAX_SPLITS
 
+// Workgroup of NT threads (spec constant 0, a power of two >= 64): first
+// every thread reads at most one split's (m, l) (S <= 256 = 4 * 64, so a
+// thread takes up to MAX_S / NT of them), then groups of D / 4 threads sum
+// disjoint sets of splits in vec4s, and the groups' sums are added.
 shared float sw[MAX_S];
-shared float sred[2];
+shared float sred[256];
+shared vec4 sacc[256];   // one per thread: groups x D/4
 
 void main() {
     const int row = int(gl_WorkGroupID.x); // (head within the group, r)
@@ -42,39 +47,61 @@ void main() {
     const float sink = (pc.flags & FLAG_SINKS) != 0
                            ? RefF32(qa_at(pc.sinks, int64_t(h) * pc.sinks_s, 4)).v[0] * float(QA_LOG2E)
                            : QA_NEG_INF;
-    if (tid == 0) {
-        float M = sink;
-        for (int s = 0; s < S; ++s) M = max(M, RefF32(qa_at(pc.ws_ml, (slot * S + s) * 2, 4)).v[0]);
-        float Z = sink == QA_NEG_INF ? 0.0 : exp2(sink - M);
-        for (int s = 0; s < S; ++s) {
-            const float ms = RefF32(qa_at(pc.ws_ml, (slot * S + s) * 2, 4)).v[0];
-            const float ls = RefF32(qa_at(pc.ws_ml, (slot * S + s) * 2 + 1, 4)).v[0];
-            Z += ms == QA_NEG_INF ? 0.0 : ls * exp2(ms - M);
-        }
-        sred[0] = M;
-        sred[1] = Z;
-    }
-    barrier();
-    const float M = sred[0], Z = sred[1];
+    // M = max(m_s, sink): per thread, then a tree over shared memory.
+    float mloc = sink;
     for (int s = tid; s < S; s += nt) {
         const float ms = RefF32(qa_at(pc.ws_ml, (slot * S + s) * 2, 4)).v[0];
-        sw[s] = (ms == QA_NEG_INF || Z == 0.0) ? 0.0 : pc.vf * exp2(ms - M) / Z;
+        sw[s] = ms;
+        mloc = max(mloc, ms);
+    }
+    sred[tid] = mloc;
+    barrier();
+    for (int w = nt / 2; w > 0; w /= 2) {
+        if (tid < w) sred[tid] = max(sred[tid], sred[tid + w]);
+        barrier();
+    }
+    const float M = sred[0];
+    barrier();
+    float zloc = 0.0;
+    for (int s = tid; s < S; s += nt) {
+        const float ms = sw[s];
+        const float ls = RefF32(qa_at(pc.ws_ml, (slot * S + s) * 2 + 1, 4)).v[0];
+        const float e = ms == QA_NEG_INF ? 0.0 : exp2(ms - M);
+        sw[s] = e;
+        zloc += ls * e;
+    }
+    sred[tid] = zloc;
+    barrier();
+    for (int w = nt / 2; w > 0; w /= 2) {
+        if (tid < w) sred[tid] += sred[tid + w];
+        barrier();
+    }
+    const float Z = sred[0] + (sink == QA_NEG_INF ? 0.0 : exp2(sink - M));
+    const float wz = Z > 0.0 ? pc.vf / Z : 0.0;
+    // Output: groups of D/4 threads, each group a strided set of splits.
+    const int gd = pc.D / 4, ng = nt / gd;
+    const int q4 = tid % gd, grp = tid / gd;
+    vec4 acc = vec4(0.0);
+    if (grp < ng) {
+        for (int s = grp; s < S; s += ng) {
+            const uint64_t at = qa_at(pc.ws_o, (slot * S + s) * pc.D + q4 * 4, 4);
+            acc += sw[s] * uintBitsToFloat(RefU32x4(at).v[0]);
+        }
+        sacc[tid] = acc;
     }
     barrier();
-    for (int dp = tid; dp < pc.D; dp += nt) {
-        float acc = 0.0;
-        int s = 0;
-        for (; s + 4 <= S; s += 4) {
-            float x[4];
-            [[unroll]] for (int i = 0; i < 4; ++i) x[i] = RefF32(qa_at(pc.ws_o, (slot * S + s + i) * pc.D + dp, 4)).v[0];
-            [[unroll]] for (int i = 0; i < 4; ++i) acc += sw[s + i] * x[i];
+    if (tid < gd) {
+        vec4 t = vec4(0.0);
+        for (int k = 0; k < ng; ++k) t += sacc[k * gd + tid];
+        t *= wz;
+        [[unroll]] for (int u = 0; u < 4; ++u) {
+            const int dp = tid * 4 + u;
+            // Staged position dp holds dim dp with positions 1 and 2 of each
+            // group of four swapped when perm is set.
+            const int d = pc.perm != 0 ? ((dp & ~3) | ((dp & 1) << 1) | ((dp >> 1) & 1)) : dp;
+            const int64_t oi = int64_t(b) * pc.o_sb + int64_t(r) * pc.o_sr + int64_t(h) * pc.o_sh + d;
+            RefU16(qa_at(pc.o, oi, 2)).v[0] = uint16_t(qa_f32_to_bf16(t[u]));
         }
-        for (; s < S; ++s) acc += sw[s] * RefF32(qa_at(pc.ws_o, (slot * S + s) * pc.D + dp, 4)).v[0];
-        // Staged position dp holds dim dp with positions 1 and 2 of each
-        // group of four swapped when perm is set.
-        const int d = pc.perm != 0 ? ((dp & ~3) | ((dp & 1) << 1) | ((dp >> 1) & 1)) : dp;
-        const int64_t oi = int64_t(b) * pc.o_sb + int64_t(r) * pc.o_sr + int64_t(h) * pc.o_sh + d;
-        RefU16(qa_at(pc.o, oi, 2)).v[0] = uint16_t(qa_f32_to_bf16(acc));
     }
     if (tid == 0 && (pc.flags & FLAG_LSE) != 0) {
         const float lse = Z > 0.0 ? (M + log2(Z)) * float(QA_LN2) : QA_NEG_INF;

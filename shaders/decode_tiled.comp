@@ -262,56 +262,78 @@ void main() {
 
     // ---- the tile loop: loads for tile t + 1 are issued before tile t is
     // computed ----
+    // Loads are software-pipelined: the page ids of tile t + 2 and the data
+    // of tile t + 1 are in flight while tile t is computed, so no load waits
+    // on another load of the same iteration. Every address is formed from
+    // bounded indices (a clamp, not a branch), so loads issue back to back.
+    int npage[NSK], nrow[NSK], nok[NSK]; // the keys of the next tile to load
     uvec4 rk[NCH], rv[NCH];
     float rks[NSK], rvs[NSK];
     int rpos[NSK];
-    // The slot of key position p (< ke, so its kv_indices entry exists), or
-    // -1 when its page id falls outside the cache; page and row out.
-    #define KEY_SLOT(p, page, row, ok)                                                      \
-        const int page = qa_ld_i32(pc.indices, int64_t(ip0 + (p) / pc.page_size) * pc.indices_s); \
-        const int row = (p) % pc.page_size;                                                 \
-        const bool ok = page >= 0 && int64_t(page) * pc.page_size + row < pc.n_slots;
-    // Loads what this lane owns of the tile starting at key t0: 16-byte
-    // chunks of K and V rows, and for keys lane + SG*i their scales.
+    // Page id, row and existence of key lane + SG*i of the tile at t0.
+    #define KEYS_OF(t0)                                                                     \
+    {                                                                                       \
+        [[unroll]] for (int i = 0; i < NSK; ++i) {                                          \
+            const int key = lane + SG * i;                                                  \
+            const int p = (t0) + key;                                                       \
+            const int pc_ = min(p, ke - 1);                                                 \
+            npage[i] = qa_ld_i32(pc.indices, int64_t(ip0 + pc_ / pc.page_size) * pc.indices_s); \
+            nrow[i] = pc_ % pc.page_size;                                                   \
+            nok[i] = (key < TK && p < ke) ? 1 : 0;                                          \
+        }                                                                                   \
+    }
+    // Issues the data loads of the tile at t0 whose keys KEYS_OF described.
     #define LOAD_TILE(t0)                                                                   \
     {                                                                                       \
+        int kp[NSK], kr[NSK], kk[NSK];                                                      \
+        [[unroll]] for (int i = 0; i < NSK; ++i) {                                          \
+            kp[i] = npage[i];                                                               \
+            kr[i] = nrow[i];                                                                \
+            kk[i] = (nok[i] != 0 && kp[i] >= 0 &&                                           \
+                     int64_t(kp[i]) * pc.page_size + kr[i] < pc.n_slots) ? 1 : 0;           \
+        }                                                                                   \
         [[unroll]] for (int i = 0; i < NCH; ++i) {                                          \
             const int c = lane + SG * i;                                                    \
-            const int p = (t0) + c / CPK;                                                   \
-            rk[i] = uvec4(0);                                                               \
-            rv[i] = uvec4(0);                                                               \
-            if (c < TK * CPK && p < ke) {                                                   \
-                KEY_SLOT(p, page, row, ok)                                                  \
-                if (ok) {                                                                   \
-                    const uint64_t part = uint64_t(c % CPK) * 16u;                          \
-                    const int64_t ko = int64_t(page) * pc.k_ps + int64_t(row) * pc.k_rs + int64_t(g) * pc.k_hs; \
-                    const int64_t vo = int64_t(page) * pc.v_ps + int64_t(row) * pc.v_rs + int64_t(g) * pc.v_hs; \
-                    rk[i] = load16(pc.k + uint64_t(ko) * ES + part);                        \
-                    rv[i] = load16(pc.v + uint64_t(vo) * ES + part);                        \
-                }                                                                           \
+            const int key = min(c / CPK, TK - 1);                                           \
+            int page = 0, row = 0, ok = 0;                                                  \
+            [[unroll]] for (int j = 0; j < NSK; ++j) {                                      \
+                const int sp_ = subgroupShuffle(kp[j], uint(key % SG));                     \
+                const int sr_ = subgroupShuffle(kr[j], uint(key % SG));                     \
+                const int so_ = subgroupShuffle(kk[j], uint(key % SG));                     \
+                if (key / SG == j) { page = sp_; row = sr_; ok = so_; }                     \
             }                                                                               \
+            if (c >= TK * CPK) ok = 0;                                                      \
+            const uint64_t part = uint64_t(c % CPK) * 16u;                                  \
+            const int64_t ko = ok != 0 ? int64_t(page) * pc.k_ps + int64_t(row) * pc.k_rs + int64_t(g) * pc.k_hs : 0; \
+            const int64_t vo = ok != 0 ? int64_t(page) * pc.v_ps + int64_t(row) * pc.v_rs + int64_t(g) * pc.v_hs : 0; \
+            const uvec4 xk = load16(pc.k + uint64_t(ko) * ES + (ok != 0 ? part : 0u));      \
+            const uvec4 xv = load16(pc.v + uint64_t(vo) * ES + (ok != 0 ? part : 0u));      \
+            rk[i] = ok != 0 ? xk : uvec4(0);                                                \
+            rv[i] = ok != 0 ? xv : uvec4(0);                                                \
         }                                                                                   \
         [[unroll]] for (int i = 0; i < NSK; ++i) {                                          \
-            const int p = (t0) + lane + SG * i;                                             \
-            rpos[i] = -1;                                                                   \
+            const int ok = kk[i];                                                           \
+            rpos[i] = ok != 0 ? (t0) + lane + SG * i : -1;                                  \
             rks[i] = 0.0;                                                                   \
             rvs[i] = 0.0;                                                                   \
-            if (lane + SG * i < TK && p < ke) {                                             \
-                KEY_SLOT(p, page, row, ok)                                                  \
-                if (ok) {                                                                   \
-                    rpos[i] = p;                                                            \
-                    rks[i] = KF;                                                            \
-                    rvs[i] = 1.0;                                                           \
-                    if (HAS_SCALES) {                                                       \
-                        rks[i] *= qa_ld_f32(pc.ks, int64_t(page) * pc.ks_ps + int64_t(row) * pc.ks_rs + int64_t(g) * pc.ks_hs); \
-                        rvs[i] = qa_ld_f32(pc.vs, int64_t(page) * pc.vs_ps + int64_t(row) * pc.vs_rs + int64_t(g) * pc.vs_hs); \
-                    }                                                                       \
-                }                                                                           \
+            if (HAS_SCALES) {                                                               \
+                const int64_t so = ok != 0 ? int64_t(kp[i]) * pc.ks_ps + int64_t(kr[i]) * pc.ks_rs + int64_t(g) * pc.ks_hs : 0; \
+                const int64_t vo = ok != 0 ? int64_t(kp[i]) * pc.vs_ps + int64_t(kr[i]) * pc.vs_rs + int64_t(g) * pc.vs_hs : 0; \
+                const float xs = qa_ld_f32(pc.ks, so), ys = qa_ld_f32(pc.vs, vo);           \
+                rks[i] = ok != 0 ? KF * xs : 0.0;                                           \
+                rvs[i] = ok != 0 ? ys : 0.0;                                                \
+            } else {                                                                        \
+                rks[i] = ok != 0 ? KF : 0.0;                                                \
+                rvs[i] = ok != 0 ? 1.0 : 0.0;                                               \
             }                                                                               \
         }                                                                                   \
     }
 
-    if (kb < ke) LOAD_TILE(kb);
+    if (kb < ke) {
+        KEYS_OF(kb);
+        LOAD_TILE(kb);
+        KEYS_OF(kb + TK);
+    }
     for (int t0 = kb; t0 < ke; t0 += TK) {
         // 1. stage the loaded tile
         [[unroll]] for (int i = 0; i < NCH; ++i) {
@@ -344,8 +366,12 @@ void main() {
             }
         }
         barrier();
-        // Next tile's loads, in flight while this one is computed.
-        if (t0 + TK < ke) LOAD_TILE(t0 + TK);
+        // Next tile's data and the page ids of the one after, in flight
+        // while this one is computed.
+        if (t0 + TK < ke) {
+            LOAD_TILE(t0 + TK);
+            KEYS_OF(t0 + 2 * TK);
+        }
 
         // 2. S^T = K Q^T
 #if MATRIX
