@@ -150,6 +150,14 @@ vec2 unpack2(uint w) {
 #endif
 }
 
+// The workgroup is one subgroup: a subgroup barrier with shared-memory
+// ordering is the whole synchronisation, and it does not wait for the
+// global loads in flight (a workgroup barrier may).
+void sync_shared() {
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+}
+
 float shfl_max(float x) {
     for (int o = 1; o < C; o <<= 1) x = max(x, subgroupShuffleXor(x, uint(o)));
     return x;
@@ -239,7 +247,7 @@ void main() {
         hi_r[i] = hi;
         qf_r[i] = 0.0;
     }
-    barrier();
+    sync_shared();
     [[unroll]] for (int i = 0; i < RPL; ++i) {
         const int n = lane / C + RG * i;
         qf_r[i] = n < NR ? sqf[n] * pc.sm_scale : 0.0;
@@ -365,7 +373,7 @@ void main() {
                 spos[key] = rpos[i];
             }
         }
-        barrier();
+        sync_shared();
         // Next tile's data and the page ids of the one after, in flight
         // while this one is computed.
         if (t0 + TK < ke) {
@@ -401,20 +409,23 @@ void main() {
             ss[key * NR + n] = acc;
         }
 #endif
-        barrier();
+        sync_shared();
 
         // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i
         {
             const int kq = lane % C;
             [[unroll]] for (int i = 0; i < RPL; ++i) {
                 const int n = lane / C + RG * i;
+                // Padding rows' columns are never read: no work for them
+                // (uniform: every lane of a row group has the same n).
+                if (n >= ROWS) continue;
                 float s[KPL];
                 float tmax = QA_NEG_INF;
                 [[unroll]] for (int j = 0; j < KPL; ++j) {
                     const int key = kq + C * j;
                     const int p = spos[key];
                     float x = QA_NEG_INF;
-                    if (n < NR && p >= 0 && p >= lo_r[i] && p <= hi_r[i]) {
+                    if (p >= 0 && p >= lo_r[i] && p <= hi_r[i]) {
                         x = ss[key * NR + n] * qf_r[i] * sks[key];
                         if (pc.softcap > 0.0) x = pc.softcap * qa_tanh(x / pc.softcap);
                         x *= float(QA_LOG2E);
@@ -431,15 +442,13 @@ void main() {
                     const int key = kq + C * j;
                     const float p = s[j] == QA_NEG_INF ? 0.0 : exp2(s[j] - mn);
                     ps += p;
-                    if (n < NR) {
-                        sp[n * LDP + key] = float16_t(p * svs[key]);
-                        ss[key * NR + n] = alpha;
-                    }
+                    sp[n * LDP + key] = float16_t(p * svs[key]);
+                    ss[key * NR + n] = alpha;
                 }
                 l[i] = l[i] * alpha + ps;
             }
         }
-        barrier();
+        sync_shared();
 
         // 4. O^T = O^T * alpha + V^T P^T
 #if MATRIX
@@ -475,7 +484,7 @@ void main() {
             }
         }
 #endif
-        barrier();
+        sync_shared();
     }
 
     // ---- partials: unnormalised O^T (staged dims), m and l per row slot ----

@@ -34,7 +34,7 @@
 #define TILE_KEYS 16       /* keys per tile: the matrix M of S^T = K Q^T */
 #define MAX_BLOCK_ROWS 16  /* query rows per workgroup: the largest matrix N */
 #define MIN_SPLIT_KEYS 128 /* keys per split at least (8 tiles) */
-#define WG_PER_CU 8        /* stage-1 workgroups to aim for per compute unit */
+#define WG_PER_CU 32       /* stage-1 workgroups to aim for per compute unit (measured: more hide more latency) */
 #define MERGE_WG 256
 #define MAX_GRID 65535     /* Vulkan's guaranteed maxComputeWorkGroupCount */
 
