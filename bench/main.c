@@ -80,15 +80,31 @@ static const char USAGE[] =
     "  --list                          list the presets and their shapes\n"
     "  --help                          this text\n";
 
+/* s as the body of a JSON string (quotes, backslashes and control
+ * characters escaped; error texts quote names). */
+static const char *json_str(const char *s, char *buf, size_t n) {
+    size_t k = 0;
+    for (; *s && k + 7 < n; ++s) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') buf[k++] = '\\', buf[k++] = (char)c;
+        else if (c < 0x20) k += (size_t)snprintf(buf + k, n - k, "\\u%04x", c);
+        else buf[k++] = (char)c;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
 static void json_result(FILE *f, const bench_preset *p, const qattn_device_caps *caps, const char *backend,
                         const bench_result *r, int first) {
+    char dev[512], msg[1024];
     fprintf(f, "%s\n  {\"preset\": \"%s\", \"op\": \"%s\", \"backend\": \"%s\", \"arch\": \"%s\", "
                "\"device\": \"%s\", \"variant\": \"%s\", \"splits\": %d, \"timer\": \"%s\", "
                "\"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"bytes\": %.0f, \"flops\": %.0f, "
                "\"verified\": %s, \"worst_err_over_tol\": %.4g, \"error\": \"%s\", ",
-            first ? "" : ",", p->name, bench_op_name(p->op), backend, caps->arch, caps->device_name,
-            r->variant, r->splits, r->timer, r->median_us, r->min_us, r->max_us, r->bytes, r->flops,
-            r->verified ? "true" : "false", r->worst_ratio, r->error);
+            first ? "" : ",", p->name, bench_op_name(p->op), backend, caps->arch,
+            json_str(caps->device_name, dev, sizeof dev), r->variant, r->splits, r->timer, r->median_us, r->min_us,
+            r->max_us, r->bytes, r->flops, r->verified ? "true" : "false", r->worst_ratio,
+            json_str(r->error, msg, sizeof msg));
     if (p->op == BENCH_MQA_LOGITS)
         fprintf(f, "\"shape\": {\"S\": %d, \"S_kv\": %d, \"H\": %d, \"D\": %d, \"dtype\": \"%s\"}, ", p->S,
                 p->S_kv, p->heads, p->mqa_dim, qattn_dtype_name(p->kv_dtype));
@@ -203,6 +219,7 @@ int main(int argc, char **argv) {
     double read_gbps = 0;
     int failures = 0, read_failed = 0;
     if (read_mib > 0) {
+        char msg[1024];
         bench_result r;
         memset(&r, 0, sizeof r);
         bench_config rc = cfg;
@@ -210,9 +227,9 @@ int main(int argc, char **argv) {
         int ok = bench_read_bandwidth(ctx, (uint64_t)read_mib << 20, &rc, &r) == 0;
         if (ok && r.verified) {
             read_gbps = r.bytes / (r.median_us * 1e3);
-            printf("read bandwidth %.0f GB/s: qattn_read_stream over %.0f MiB, median %.2f us (%.2f-%.2f) of %d "
+            printf("read bandwidth %.*f GB/s: qattn_read_stream over %.0f MiB, median %.2f us (%.2f-%.2f) of %d "
                    "runs, %s timer, sum matched\n",
-                   read_gbps, r.bytes / 1048576.0, r.median_us, r.min_us, r.max_us, r.n_samples, r.timer);
+                   read_gbps < 100 ? 1 : 0, read_gbps, r.bytes / 1048576.0, r.median_us, r.min_us, r.max_us, r.n_samples, r.timer);
         } else {
             read_failed = 1;
             printf("read bandwidth FAILED: %s\n", ok ? "the kernel's sum did not match the buffer" : r.error);
@@ -221,7 +238,7 @@ int main(int argc, char **argv) {
             fprintf(jf, "\"read_bandwidth\": {\"GBps\": %.3f, \"bytes\": %.0f, \"median_us\": %.3f, \"min_us\": %.3f, "
                         "\"max_us\": %.3f, \"timer\": \"%s\", \"verified\": %s, \"error\": \"%s\", \"samples_us\": [",
                     read_gbps, r.bytes, r.median_us, r.min_us, r.max_us, r.timer, r.verified ? "true" : "false",
-                    r.error);
+                    json_str(r.error, msg, sizeof msg));
         for (int i = 0; jf && i < r.n_samples; ++i) fprintf(jf, "%s%.3f", i ? ", " : "", r.samples_us[i]);
         if (jf) fprintf(jf, "]}, ");
         free(r.samples_us);
