@@ -44,6 +44,7 @@ static const qattn_backend_iface VULKAN_IFACE = {
 #endif
     .synchronize = qattn_vk_synchronize,
     .last_op_time_ms = qattn_vk_last_op_time_ms,
+    .read_stream = qattn_vk_read_stream,
     .last_message = vk_last_message,
 };
 

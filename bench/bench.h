@@ -3,6 +3,7 @@
 #define QATTN_BENCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "presets.h"
 #include "qattn/qattn.h"
@@ -39,6 +40,10 @@ qattn_buffer *bench_upload(qattn_context *ctx, const void *host, size_t bytes, b
 
 int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *cfg, bench_result *res);
 int bench_kv_store(qattn_context *ctx, const bench_preset *p, const bench_config *cfg, bench_result *res);
+/* Read bandwidth through the backend: qattn_read_stream over `bytes` (or
+ * the largest power-of-two fraction down to 1/16 that allocates); res->bytes
+ * holds the size used, res->verified whether the kernel's sum was right. */
+int bench_read_bandwidth(qattn_context *ctx, uint64_t bytes, const bench_config *cfg, bench_result *res);
 int bench_mqa_logits(qattn_context *ctx, const bench_preset *p, const bench_config *cfg,
                      bench_result *res);
 

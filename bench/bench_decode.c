@@ -167,8 +167,10 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
     a->page_size = P;
     a->max_kv_len = L;
     a->sm_scale = 1.0f / sqrtf((float)D);
-    a->window_left = -1;
-    if (qattn_decode_plan_create(ctx, a, NULL, &l.plan) != QATTN_OK) {
+    a->window_left = p->window > 0 ? p->window : -1;
+    a->logit_softcap = p->softcap;
+    const qattn_decode_options opt = {.variant = QATTN_DECODE_AUTO, .num_splits = p->splits};
+    if (qattn_decode_plan_create(ctx, a, &opt, &l.plan) != QATTN_OK) {
         snprintf(res->error, sizeof res->error, "plan: %s", qattn_last_error(ctx));
         goto done;
     }
@@ -201,8 +203,7 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
             if (ratio > res->worst_ratio || isnan(ratio)) res->worst_ratio = ratio;
         }
     free(oref);
-    /* Bytes: K + V (+ scales) of every visible key read once, q read, o written. */
-    res->bytes = (double)B * L * Hkv * (2.0 * D * es + (scaled ? 8.0 : 0.0)) + 4.0 * qn;
+    res->bytes = bench_decode_bytes(p);
     res->flops = 4.0 * B * R * Hq * (double)L * D;
     rc = bench_time(ctx, launch, &l, cfg, res);
 done:

@@ -1,13 +1,11 @@
-/* qattn-bench: runs named presets on a backend, checks every output against
- * the cpu reference before reporting its timing, prints a table and
- * optionally writes JSON with every sample.
- *
- *   qattn-bench [--backend auto|cpu|vulkan|hip] [--device SEL]
- *               [--op decode|kv_store|mqa_logits] [--preset A,B,...]
- *               [--seeds] [--iters N] [--warmup N] [--warmup-ms MS] [--seed S]
- *               [--json FILE]
- *               [--list]
- * Without --preset, the quick presets run (--seeds: the seeds' workloads).
+/* qattn-bench: runs named presets (or decode shapes given with --shape) on a
+ * backend, checks every output against the cpu reference before reporting
+ * its timing, prints one line per preset as it finishes and optionally
+ * writes JSON with every sample. Before the presets it measures the read
+ * bandwidth of the device through the same backend (qattn_read_stream) and
+ * reports each decode and KV-store preset as a share of it, and of the copy
+ * rate given with --copy-gbps (the torch baseline's, from the same run).
+ * `qattn-bench --help` lists the options.
  * Exit status 0 only when every preset ran and matched the reference. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,33 +59,119 @@ static int wanted(const char *list, const char *name) {
     return 0;
 }
 
+static const char USAGE[] =
+    "usage: qattn-bench [options]\n"
+    "  --backend auto|cpu|vulkan|hip   backend to run on (auto: hip, then vulkan, then cpu)\n"
+    "  --device SEL                    device index or name substring\n"
+    "  --op decode|kv_store|mqa_logits only presets of this op\n"
+    "  --preset A,B,...                these presets (see --list)\n"
+    "  --seeds                         the seeds' full-size presets (default: the quick ones)\n"
+    "  --shape SPEC                    a decode shape instead of presets (repeatable):\n"
+    "                                  B=16,R=1,Hq=32,Hkv=8,D=128,dtype=fp8_e4m3fn,keys=32768,page=16\n"
+    "                                  [,splits=N][,window=W][,softcap=C]; dtype fp8_e4m3fn,\n"
+    "                                  fp8_e4m3fnuz, int8 or bf16; keys not given default to\n"
+    "                                  B1 R1 Hq32 Hkv8 D128 fp8_e4m3fn keys 8192 page 16\n"
+    "  --iters N, --warmup N, --warmup-ms MS   timed runs; warm-up runs and minimum warm-up time\n"
+    "  --seed S                        input seed (mixed into each preset's own)\n"
+    "  --read-mib N                    MiB the read-bandwidth kernel streams (0: skip it;\n"
+    "                                  default 1024 on GPUs, 64 on CPU devices)\n"
+    "  --copy-gbps X                   copy rate to report against (torch_baseline.py's)\n"
+    "  --json FILE                     write every result and sample as JSON\n"
+    "  --list                          list the presets and their shapes\n"
+    "  --help                          this text\n";
+
+/* s as the body of a JSON string (quotes, backslashes and control
+ * characters escaped; error texts quote names). */
+static const char *json_str(const char *s, char *buf, size_t n) {
+    size_t k = 0;
+    for (; *s && k + 7 < n; ++s) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') buf[k++] = '\\', buf[k++] = (char)c;
+        else if (c < 0x20) k += (size_t)snprintf(buf + k, n - k, "\\u%04x", c);
+        else buf[k++] = (char)c;
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
 static void json_result(FILE *f, const bench_preset *p, const qattn_device_caps *caps, const char *backend,
                         const bench_result *r, int first) {
+    char dev[512], msg[1024];
     fprintf(f, "%s\n  {\"preset\": \"%s\", \"op\": \"%s\", \"backend\": \"%s\", \"arch\": \"%s\", "
                "\"device\": \"%s\", \"variant\": \"%s\", \"splits\": %d, \"timer\": \"%s\", "
                "\"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"bytes\": %.0f, \"flops\": %.0f, "
-               "\"verified\": %s, \"worst_err_over_tol\": %.4g, \"error\": \"%s\", \"samples_us\": [",
-            first ? "" : ",", p->name, bench_op_name(p->op), backend, caps->arch, caps->device_name,
-            r->variant, r->splits, r->timer, r->median_us, r->min_us, r->max_us, r->bytes, r->flops,
-            r->verified ? "true" : "false", r->worst_ratio, r->error);
+               "\"verified\": %s, \"worst_err_over_tol\": %.4g, \"error\": \"%s\", ",
+            first ? "" : ",", p->name, bench_op_name(p->op), backend, caps->arch,
+            json_str(caps->device_name, dev, sizeof dev), r->variant, r->splits, r->timer, r->median_us, r->min_us,
+            r->max_us, r->bytes, r->flops, r->verified ? "true" : "false", r->worst_ratio,
+            json_str(r->error, msg, sizeof msg));
+    if (p->op == BENCH_MQA_LOGITS)
+        fprintf(f, "\"shape\": {\"S\": %d, \"S_kv\": %d, \"H\": %d, \"D\": %d, \"dtype\": \"%s\"}, ", p->S,
+                p->S_kv, p->heads, p->mqa_dim, qattn_dtype_name(p->kv_dtype));
+    else
+        fprintf(f, "\"shape\": {\"B\": %d, \"R\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"dtype\": \"%s\", "
+                   "\"keys\": %d, \"page\": %d, \"splits\": %d, \"window\": %d, \"softcap\": %g}, ",
+                p->batch, p->rows, p->q_heads, p->kv_heads, p->head_dim, qattn_dtype_name(p->kv_dtype), p->keys,
+                p->page_size, p->splits, p->window, (double)p->softcap);
+    fprintf(f, "\"samples_us\": [");
     for (int i = 0; i < r->n_samples; ++i) fprintf(f, "%s%.3f", i ? ", " : "", r->samples_us[i]);
     fprintf(f, "]}");
 }
 
+/* A device that is itself the host CPU (lavapipe, the reference) streams a
+ * small buffer: it has no separate memory, and large ones only take time. */
+static int cpu_device(qattn_context *ctx, const qattn_device_caps *caps) {
+    return !strcmp(qattn_backend_name(ctx), "cpu") || strstr(caps->device_name, "llvmpipe") ||
+           strstr(caps->device_name, "SwiftShader");
+}
+
+/* Share of a rate, as printed: "-" when either side is unknown. */
+static void pct(char *out, size_t n, double gbs, double of) {
+    const double x = gbs > 0 && of > 0 ? 100.0 * gbs / of : 0;
+    if (x >= 10) snprintf(out, n, "%.0f%%", x);
+    else if (x > 0) snprintf(out, n, "%.1f%%", x);
+    else snprintf(out, n, "-");
+}
+
+#define MAX_SHAPES 16
+
 int main(int argc, char **argv) {
     const char *backend = "auto", *device = NULL, *op = NULL, *presets = NULL, *json = NULL;
-    int seeds = 0;
+    int seeds = 0, read_mib = -1, n_shapes = 0;
+    double copy_gbps = 0;
+    bench_preset shapes[MAX_SHAPES];
     bench_config cfg = {.warmup = 5, .iters = 30, .seed = 0, .warmup_min_ms = 500.0};
     int iters_given = 0;
+    setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--list")) {
-            for (int k = 0; k < BENCH_PRESET_COUNT; ++k)
-                printf("%-24s %-10s %s\n", BENCH_PRESETS[k].name, bench_op_name(BENCH_PRESETS[k].op),
-                       BENCH_PRESETS[k].small ? "quick" : "seed");
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        } else if (!strcmp(a, "--list")) {
+            for (int k = 0; k < BENCH_PRESET_COUNT; ++k) {
+                char shape[160];
+                bench_preset_describe(&BENCH_PRESETS[k], shape, sizeof shape);
+                printf("%-26s %-10s %-5s %s\n", BENCH_PRESETS[k].name, bench_op_name(BENCH_PRESETS[k].op),
+                       BENCH_PRESETS[k].small ? "quick" : "seed", shape);
+            }
             return 0;
         } else if (!strcmp(a, "--seeds")) {
             seeds = 1;
+        } else if (v && !strcmp(a, "--shape")) {
+            char why[256];
+            if (n_shapes == MAX_SHAPES) {
+                fprintf(stderr, "qattn-bench: at most %d --shape options\n", MAX_SHAPES);
+                return 2;
+            }
+            if (bench_parse_shape(argv[++i], &shapes[n_shapes], why, sizeof why) != 0) {
+                fprintf(stderr, "qattn-bench: %s\n", why);
+                return 2;
+            }
+            static char names[MAX_SHAPES][16];
+            snprintf(names[n_shapes], sizeof names[n_shapes], "shape%d", n_shapes + 1);
+            shapes[n_shapes].name = names[n_shapes];
+            ++n_shapes;
         } else if (v && !strcmp(a, "--backend")) backend = argv[++i];
         else if (v && !strcmp(a, "--device")) device = argv[++i];
         else if (v && !strcmp(a, "--op")) op = argv[++i];
@@ -97,8 +181,10 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--warmup")) cfg.warmup = atoi(argv[++i]), iters_given = 1;
         else if (v && !strcmp(a, "--seed")) cfg.seed = strtoull(argv[++i], NULL, 0);
         else if (v && !strcmp(a, "--warmup-ms")) cfg.warmup_min_ms = atof(argv[++i]), iters_given = 1;
+        else if (v && !strcmp(a, "--read-mib")) read_mib = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--copy-gbps")) copy_gbps = atof(argv[++i]);
         else {
-            fprintf(stderr, "qattn-bench: unknown or incomplete argument %s (see the header of bench/main.c)\n", a);
+            fprintf(stderr, "qattn-bench: unknown or incomplete argument %s\n%s", a, USAGE);
             return 2;
         }
     }
@@ -117,15 +203,56 @@ int main(int argc, char **argv) {
     printf("qattn %s | backend %s | device %s (%s) | >= %d warm-up runs and >= %.0f ms, then %d timed runs per preset\n",
            qattn_version_string(), qattn_backend_name(ctx), caps.device_name, caps.arch, cfg.warmup,
            cfg.warmup_min_ms, cfg.iters);
-    printf("%-24s %-10s %-14s %6s %10s %10s %10s %9s %8s  %s\n", "preset", "op", "variant", "splits",
-           "median_us", "min_us", "max_us", "GB/s", "TFLOP/s", "check vs cpu reference");
+    for (int k = 0; k < n_shapes; ++k) {
+        char shape[160];
+        bench_preset_describe(&shapes[k], shape, sizeof shape);
+        printf("%s: decode %s\n", shapes[k].name, shape);
+    }
+
+    if (copy_gbps > 0) printf("copy rate given: %.0f GB/s (%%copy below)\n", copy_gbps);
+    /* The ceiling first: what a plain streaming read reaches on this device
+     * through this backend. */
     FILE *jf = json ? fopen(json, "w") : NULL;
     if (json && !jf) fprintf(stderr, "qattn-bench: cannot write %s\n", json);
-    if (jf) fprintf(jf, "{\"version\": \"%s\", \"results\": [", qattn_version_string());
-    int failures = 0, ran = 0;
-    for (int k = 0; k < BENCH_PRESET_COUNT; ++k) {
-        const bench_preset *p = &BENCH_PRESETS[k];
-        if (presets ? !wanted(presets, p->name) : (seeds ? p->small : !p->small)) continue;
+    if (jf) fprintf(jf, "{\"version\": \"%s\", ", qattn_version_string());
+    if (read_mib < 0) read_mib = cpu_device(ctx, &caps) ? 64 : 1024;
+    double read_gbps = 0;
+    int failures = 0, read_failed = 0;
+    if (read_mib > 0) {
+        char msg[1024];
+        bench_result r;
+        memset(&r, 0, sizeof r);
+        bench_config rc = cfg;
+        if (rc.iters < 10) rc.iters = 10; /* cheap, and the ceiling wants a steady median */
+        int ok = bench_read_bandwidth(ctx, (uint64_t)read_mib << 20, &rc, &r) == 0;
+        if (ok && r.verified) {
+            read_gbps = r.bytes / (r.median_us * 1e3);
+            printf("read bandwidth %.*f GB/s: qattn_read_stream over %.0f MiB, median %.2f us (%.2f-%.2f) of %d "
+                   "runs, %s timer, sum matched\n",
+                   read_gbps < 100 ? 1 : 0, read_gbps, r.bytes / 1048576.0, r.median_us, r.min_us, r.max_us, r.n_samples, r.timer);
+        } else {
+            read_failed = 1;
+            printf("read bandwidth FAILED: %s\n", ok ? "the kernel's sum did not match the buffer" : r.error);
+        }
+        if (jf)
+            fprintf(jf, "\"read_bandwidth\": {\"GBps\": %.3f, \"bytes\": %.0f, \"median_us\": %.3f, \"min_us\": %.3f, "
+                        "\"max_us\": %.3f, \"timer\": \"%s\", \"verified\": %s, \"error\": \"%s\", \"samples_us\": [",
+                    read_gbps, r.bytes, r.median_us, r.min_us, r.max_us, r.timer, r.verified ? "true" : "false",
+                    json_str(r.error, msg, sizeof msg));
+        for (int i = 0; jf && i < r.n_samples; ++i) fprintf(jf, "%s%.3f", i ? ", " : "", r.samples_us[i]);
+        if (jf) fprintf(jf, "]}, ");
+        free(r.samples_us);
+    }
+    if (jf && copy_gbps > 0) fprintf(jf, "\"copy_gbps_given\": %.3f, ", copy_gbps);
+    if (jf) fprintf(jf, "\"results\": [");
+
+    printf("%-26s %-10s %-14s %6s %10s %10s %10s %9s %8s %6s %6s  %s\n", "preset", "op", "variant", "splits",
+           "median_us", "min_us", "max_us", "GB/s", "TFLOP/s", "%read", "%copy", "check vs cpu reference");
+    int ran = 0;
+    const int n_list = n_shapes ? n_shapes : BENCH_PRESET_COUNT;
+    for (int k = 0; k < n_list; ++k) {
+        const bench_preset *p = n_shapes ? &shapes[k] : &BENCH_PRESETS[k];
+        if (!n_shapes && (presets ? !wanted(presets, p->name) : (seeds ? p->small : !p->small))) continue;
         if (op && strcmp(op, bench_op_name(p->op)) != 0) continue;
         bench_result r;
         memset(&r, 0, sizeof r);
@@ -135,12 +262,18 @@ int main(int argc, char **argv) {
         ++ran;
         if (rc != 0 || !r.verified) ++failures;
         if (rc != 0) {
-            printf("%-24s %-10s FAILED: %s\n", p->name, bench_op_name(p->op), r.error);
+            printf("%-26s %-10s FAILED: %s\n", p->name, bench_op_name(p->op), r.error);
         } else {
             double gbs = r.bytes / (r.median_us * 1e3), tf = r.flops / (r.median_us * 1e6);
-            printf("%-24s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f  %s (worst err/tol %.3g, %s timer)\n",
-                   p->name, bench_op_name(p->op), r.variant, r.splits, r.median_us, r.min_us, r.max_us, gbs, tf,
-                   r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer);
+            /* Shares of the ceilings only for the ops that are meant to be
+             * memory-bound; MQA logits is a matrix op. */
+            char pr[16], pc[16];
+            const int mem = p->op != BENCH_MQA_LOGITS;
+            pct(pr, sizeof pr, mem ? gbs : 0, read_gbps);
+            pct(pc, sizeof pc, mem ? gbs : 0, copy_gbps);
+            printf("%-26s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f %6s %6s  %s (worst err/tol %.3g, %s timer)\n",
+                   p->name, bench_op_name(p->op), r.variant, r.splits, r.median_us, r.min_us, r.max_us, gbs, tf, pr,
+                   pc, r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer);
         }
         if (jf) json_result(jf, p, &caps, qattn_backend_name(ctx), &r, ran == 1);
         free(r.samples_us);
@@ -150,6 +283,7 @@ int main(int argc, char **argv) {
         fclose(jf);
     }
     qattn_context_free(ctx);
-    printf("%d preset(s) ran, %d failed or mismatched\n", ran, failures);
-    return (failures || !ran) ? 1 : 0;
+    printf("%d preset(s) ran, %d failed or mismatched%s\n", ran, failures,
+           read_failed ? "; the read-bandwidth run failed" : "");
+    return (failures || read_failed || !ran) ? 1 : 0;
 }

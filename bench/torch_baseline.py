@@ -4,7 +4,8 @@ same device session as qattn-bench (docs/perf.md puts them side by side).
 
 - copy bandwidth: device-to-device copy of 1 GiB (read + write bytes / time)
 - decode presets: torch SDPA over the same cache dequantized to bf16,
-  contiguous [B, Hkv, L, D], GQA through enable_gqa
+  contiguous [B, Hkv, L, D], GQA through enable_gqa (q [B, Hq, R, D], no
+  mask; for qattn's int8 and bf16 cache presets torch still reads bf16)
 - MQA presets: per 128-row chunk, an fp8 torch._scaled_mm for q.k, then
   k_scale, ReLU and the weighted head sum (TFLOP/s counts 2*H*D per valid
   (row, column) pair, as qattn-bench does)
@@ -20,13 +21,19 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-DECODE = [  # name, B, Hq, Hkv, D, L
-    ("decode_b1_gqa4_8k", 1, 32, 8, 128, 8192),
-    ("decode_b1_gqa8_8k", 1, 32, 4, 128, 8192),
-    ("decode_b1_gqa4_32k", 1, 32, 8, 128, 32768),
-    ("decode_b1_gqa8_32k", 1, 32, 4, 128, 32768),
-    ("decode_b16_gqa4_32k", 16, 32, 8, 128, 32768),
-    ("decode_b16_gqa8_32k", 16, 32, 4, 128, 32768),
+DECODE = [  # name, B, R, Hq, Hkv, D, L (the qattn-bench presets of the same name)
+    ("decode_b1_gqa4_8k", 1, 1, 32, 8, 128, 8192),
+    ("decode_b1_gqa8_8k", 1, 1, 32, 4, 128, 8192),
+    ("decode_b1_gqa4_32k", 1, 1, 32, 8, 128, 32768),
+    ("decode_b1_gqa8_32k", 1, 1, 32, 4, 128, 32768),
+    ("decode_b16_gqa4_32k", 16, 1, 32, 8, 128, 32768),
+    ("decode_b16_gqa8_32k", 16, 1, 32, 4, 128, 32768),
+    # qattn reads an int8 / bf16 cache here; torch reads bf16 in every row
+    ("decode_b16_gqa4_32k_int8", 16, 1, 32, 8, 128, 32768),
+    ("decode_b16_gqa4_32k_bf16", 16, 1, 32, 8, 128, 32768),
+    ("decode_b16_gqa4_32k_r4", 16, 4, 32, 8, 128, 32768),
+    ("decode_b16_gqa4_32k_d64", 16, 1, 32, 8, 64, 32768),
+    ("decode_b16_gqa4_32k_d256", 16, 1, 32, 8, 256, 32768),
 ]
 MQA = [  # name, S, S_kv, H, D
     ("mqa_1024x131072_h64", 1024, 131072, 64, 128),
@@ -66,9 +73,11 @@ def copy_bandwidth(iters):
     return {"name": "copy_1GiB", "median_us": med, "GBps": 2 * n / (med * 1e3), "samples_us": s}
 
 
-def decode(name, B, Hq, Hkv, D, L, iters):
+def decode(name, B, R, Hq, Hkv, D, L, iters):
     g = torch.Generator(device="cuda").manual_seed(1)
-    q = torch.randn(B, Hq, 1, D, device="cuda", dtype=torch.bfloat16, generator=g)
+    # R query rows attend to all L keys (no mask): the causal offset of the
+    # last R - 1 keys changes a few keys out of thousands, not the time.
+    q = torch.randn(B, Hq, R, D, device="cuda", dtype=torch.bfloat16, generator=g)
     # Rotate among copies of a cache smaller than the L2, as qattn-bench does,
     # so repeated runs read memory rather than a warm cache.
     nbytes = 2 * B * Hkv * L * D * 2

@@ -8,8 +8,8 @@
 # Vulkan parity suite with the planner's choice and with every case forced
 # onto simt, the 16 x 1.5M-column MQA case, the HIP backend's parity suite
 # and the launch-free planner tests. Then, alone on the GPU so timings are
-# clean: qattn-bench over the seeds' presets, a decode sweep, and the
-# PyTorch baseline. Logs and JSON go to $OUT; the exit status is non-zero if
+# clean: the PyTorch baseline, qattn-bench over the seeds' presets (and the
+# HIP twin's), a decode sweep, and docs/perf.md's tables. Logs and JSON go to $OUT; the exit status is non-zero if
 # any step failed. SKIP="name ..." leaves steps out.
 set -uo pipefail
 OUT=${OUT:-/tmp/qattn-device-out}
@@ -50,22 +50,43 @@ step plan_decode 60 "$B/tests/test_plan_decode"
 step plan_mqa_logits 60 "$B/tests/test_plan_mqa_logits"
 wait
 report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip
-step bench_vk 180 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --json "$OUT/bench_vk.json"
+# The torch baseline first, so qattn-bench can print each preset's share of
+# the copy rate of this same run next to its share of the read bandwidth it
+# measures itself.
+step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json"
 wait
-TAIL=24 report bench_vk
-# Decode sweep (timing mode of the parity binary: planner's choice unless
-# the shape names splits): B,R,Hkv,G,D,dtype,keys,page[,splits].
+TAIL=20 report torch
+copy=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["copy"]["GBps"])' "$OUT/torch.json" 2>/dev/null || echo 0)
+step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --copy-gbps "$copy" \
+  --json "$OUT/bench_vk.json"
+wait
+TAIL=30 report bench_vk
+# The HIP backend's NVIDIA twin on the decode presets (an NVIDIA number about
+# the HIP code, not an AMD one).
+[ -x "$H/qattn-bench" ] && step bench_hip 150 "$H/qattn-bench" --backend hip --seeds --op decode --iters 30 \
+  --copy-gbps "$copy" --json "$OUT/bench_hip.json"
+wait
+TAIL=20 report bench_hip
+# Decode sweep (timing mode of the parity binary, shuffled page pool;
+# planner's choice unless the shape names splits):
+# B,R,Hkv,G,D,dtype,keys,page[,splits].
 sweep() {
   for s in "$@"; do
     "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --no-check --time 30 --shape "$s" 2>&1 | grep '^time'
   done
 }
-step sweep 120 bash -c "$(declare -f sweep); B=$B; sweep ${SWEEP:-16,1,8,4,128,fn,32768,16 16,1,4,8,128,fn,32768,16 1,1,8,4,128,fn,32768,16 1,1,4,8,128,fn,32768,16}"
+step sweep 120 bash -c "$(declare -f sweep); B=$B; sweep ${SWEEP:-16,1,8,4,128,fn,32768,16 1,1,8,4,128,fn,32768,16}"
 wait
 TAIL=40 report sweep
-step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json"
-wait
-TAIL=20 report torch
+# docs/perf.md's tables from this run's JSON.
+tj=""
+[ -f "$OUT/torch.json" ] && tj="$OUT/torch.json"
+for j in bench_vk bench_hip; do
+  if [ -f "$OUT/$j.json" ]; then
+    python3 bench/perf_table.py "$OUT/$j.json" $tj >"$OUT/perf_$j.md" 2>&1 || failed=1
+    cat "$OUT/perf_$j.md"
+  fi
+done
 # Few files come back from a device call: fold the logs into one.
 for f in "$OUT"/*.log; do echo "==== $f"; cat "$f"; done >"$OUT/all_logs.txt"
 rm -f "$OUT"/*.log "$OUT"/*.rc

@@ -400,6 +400,7 @@ static const qattn_backend_iface qh_iface = {
     .mqa_logits = qh_mqa_logits,
     .synchronize = qh_synchronize,
     .last_op_time_ms = qh_last_op_time_ms,
+    .read_stream = qh_read_stream,
     .last_message = qh_last_message,
 };
 

@@ -4,6 +4,7 @@
  * block. Compiled together with the kernel sources (host C++).
  */
 #include "qh_params.h"
+#include "qh_read_params.h"
 
 struct qhsim_kernel {
     const char *name, *source;
@@ -13,6 +14,7 @@ struct qhsim_kernel {
 #define QH_PARAMS_decode qh_decode_params
 #define QH_PARAMS_kv_store qh_kv_store_params
 #define QH_PARAMS_mqa_logits qh_mqa_params
+#define QH_PARAMS_read_bandwidth qh_read_params
 
 /* Kernels another target has are weak and resolve to null here. */
 #define QH_KERNEL_SPEC(name, source, targets, waves, insn942, insn12) \

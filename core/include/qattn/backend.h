@@ -107,6 +107,11 @@ struct qattn_backend_iface {
     qattn_status (*synchronize)(void *be);
     /* Optional. Device time of the last op call in ms; NULL: unsupported. */
     qattn_status (*last_op_time_ms)(void *be, double *ms);
+    /* Optional. qattn_read_stream: arguments checked by the core; adds the
+     * word sum of src's range to the u32 at `sum`, timed as an op. NULL:
+     * QATTN_ERR_UNSUPPORTED. */
+    qattn_status (*read_stream)(void *be, void *src, uint64_t offset, uint64_t bytes,
+                                void *sum, uint64_t sum_offset);
     /* Optional. Text of the backend's last failure (e.g. validation-layer
      * messages); copied into the context's last error. NULL: none. */
     const char *(*last_message)(void *be);
