@@ -250,8 +250,8 @@ static uint32_t find_memory(const VkPhysicalDeviceMemoryProperties *mp, uint32_t
 
 /* The features qattn's shaders use: required ones first. */
 typedef struct qattn_vk_feats {
-    VkBool32 bda, s8, s16, i64, i16, i8;  /* required */
-    VkBool32 f16, vmm, vmm_dev, sgsc, cfs, maint4, coop;  /* used when present */
+    VkBool32 bda, s8, s16, i64, i16, i8, maint4;  /* required */
+    VkBool32 f16, vmm, vmm_dev, sgsc, cfs, coop;  /* used when present */
 } qattn_vk_feats;
 
 /* The first required feature `f` lacks, named as in the Vulkan spec; NULL
@@ -263,6 +263,9 @@ static const char *first_missing(const qattn_vk_feats *f) {
     if (!f->i64) return "shaderInt64 (VkPhysicalDeviceFeatures)";
     if (!f->i16) return "shaderInt16 (VkPhysicalDeviceFeatures)";
     if (!f->i8) return "shaderInt8 (VkPhysicalDeviceVulkan12Features)";
+    /* The shaders size their workgroups with specialization constants
+     * (LocalSizeId), which needs maintenance4. */
+    if (!f->maint4) return "maintenance4 (VkPhysicalDeviceVulkan13Features)";
     return NULL;
 }
 
@@ -505,7 +508,7 @@ static qattn_status create_device(qattn_vk *vk, char *err, size_t n) {
     e12.vulkanMemoryModelDeviceScope = en.vmm_dev;
     e13.subgroupSizeControl = en.sgsc;
     e13.computeFullSubgroups = en.cfs;
-    e13.maintenance4 = en.maint4;
+    e13.maintenance4 = VK_TRUE;
     const char *dev_exts[3];
     uint32_t n_dev_exts = 0;
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pexec = {

@@ -14,7 +14,8 @@
  * context).
  *
  * Device requirements: Vulkan 1.3 with bufferDeviceAddress, 8- and 16-bit
- * storage-buffer access, shaderInt8/16/64, subgroup arithmetic, shuffle,
+ * storage-buffer access, shaderInt8/16/64, maintenance4 (workgroup sizes
+ * from specialization constants), subgroup arithmetic, shuffle,
  * ballot and vote operations in compute, and at least 256 bytes of push
  * constants. VK_KHR_cooperative_matrix (f16 16x16x16 -> f32) is enabled when
  * present; decode runs on it when the coopmat variant is chosen (pinned: on
@@ -132,15 +133,18 @@ QATTN_API qattn_status qattn_vulkan_get_device(qattn_context *ctx, qattn_vulkan_
  *     COMPUTE_SHADER);
  *   - after qattn_vulkan_record_end, the caller orders later reads of the
  *     outputs after srcStageMask COMPUTE_SHADER, srcAccessMask SHADER_WRITE;
- *   - the caller submits cmd, waits for it, and keeps every buffer, plan
- *     and the workspace alive and unchanged until it completes.
+ *   - the caller submits cmd, waits for it, and keeps every buffer, plan,
+ *     the workspace and the context alive and unchanged until it completes.
  *  What qattn records: bind pipeline, push constants, dispatch, and
  *  compute-to-compute memory barriers between its own launches (also
  *  between two recorded ops, so one op may consume another's output). It
  *  binds no descriptor sets and leaves the compute pipeline binding and
  *  push constants changed. Uploads and downloads are not recorded: they run
- *  and complete immediately. qattn_last_op_time_ms has no time for recorded
- *  ops (QATTN_ERR_INVALID_ARGUMENT). */
+ *  and complete immediately, and so does the host index check of
+ *  QATTN_CHECK_INDICES=1 (it reads the index tensors when the op is
+ *  recorded, not when it runs). qattn_last_op_time_ms has no time for
+ *  recorded ops (QATTN_ERR_INVALID_ARGUMENT). One context records into one
+ *  command buffer at a time; calls on a context are not thread-safe. */
 QATTN_API qattn_status qattn_vulkan_record_begin(qattn_context *ctx, VkCommandBuffer cmd);
 /** Leaves recording mode: later ops submit and wait again (the default).
  *  Records nothing; `ops` (may be NULL) receives how many ops were recorded. */
