@@ -6,6 +6,7 @@
  *               [--op decode|kv_store|mqa_logits] [--preset A,B,...]
  *               [--seeds] [--iters N] [--warmup N] [--warmup-ms MS] [--seed S]
  *               [--json FILE]
+ *               [--embed-record N] [--pipeline-cache FILE]   (vulkan; bench/bench_embed.c)
  *               [--list]
  * Without --preset, the quick presets run (--seeds: the seeds' workloads).
  * Exit status 0 only when every preset ran and matched the reference. */
@@ -16,6 +17,7 @@
 #include "bench.h"
 #include "qattn/qattn.h"
 #ifdef QATTN_BENCH_HAVE_VULKAN
+#include "bench_embed.h"
 #include "qattn/vulkan.h"
 #endif
 #ifdef QATTN_BENCH_HAVE_HIP
@@ -79,6 +81,8 @@ int main(int argc, char **argv) {
     int seeds = 0;
     bench_config cfg = {.warmup = 5, .iters = 30, .seed = 0, .warmup_min_ms = 500.0};
     int iters_given = 0;
+    int embed_record = 0;              /* --embed-record N (bench_embed.c) */
+    const char *pipeline_cache = NULL; /* --pipeline-cache FILE (bench_embed.c) */
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--list")) {
@@ -97,6 +101,8 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--warmup")) cfg.warmup = atoi(argv[++i]), iters_given = 1;
         else if (v && !strcmp(a, "--seed")) cfg.seed = strtoull(argv[++i], NULL, 0);
         else if (v && !strcmp(a, "--warmup-ms")) cfg.warmup_min_ms = atof(argv[++i]), iters_given = 1;
+        else if (v && !strcmp(a, "--embed-record")) embed_record = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--pipeline-cache")) pipeline_cache = argv[++i];
         else {
             fprintf(stderr, "qattn-bench: unknown or incomplete argument %s (see the header of bench/main.c)\n", a);
             return 2;
@@ -111,6 +117,14 @@ int main(int argc, char **argv) {
     }
     qattn_device_caps caps;
     qattn_get_caps(ctx, &caps);
+#ifdef QATTN_BENCH_HAVE_VULKAN
+    if (pipeline_cache) bench_embed_cache_load(ctx, pipeline_cache);
+#else
+    if (embed_record > 0 || pipeline_cache) {
+        fprintf(stderr, "qattn-bench: --embed-record and --pipeline-cache need the vulkan backend\n");
+        return 2;
+    }
+#endif
     /* The reference is exact, not fast: a few runs show its cost. */
     if (!iters_given && !strcmp(qattn_backend_name(ctx), "cpu"))
         cfg.warmup = 1, cfg.iters = 3, cfg.warmup_min_ms = 0.0;
@@ -129,7 +143,11 @@ int main(int argc, char **argv) {
         if (op && strcmp(op, bench_op_name(p->op)) != 0) continue;
         bench_result r;
         memset(&r, 0, sizeof r);
-        int rc = p->op == BENCH_DECODE     ? bench_decode(ctx, p, &cfg, &r)
+        int rc =
+#ifdef QATTN_BENCH_HAVE_VULKAN
+                 embed_record > 0 && p->op == BENCH_DECODE ? bench_embed_record(ctx, p, &cfg, embed_record, &r) :
+#endif
+                 p->op == BENCH_DECODE     ? bench_decode(ctx, p, &cfg, &r)
                  : p->op == BENCH_KV_STORE ? bench_kv_store(ctx, p, &cfg, &r)
                                            : bench_mqa_logits(ctx, p, &cfg, &r);
         ++ran;
@@ -149,6 +167,9 @@ int main(int argc, char **argv) {
         fprintf(jf, "\n]}\n");
         fclose(jf);
     }
+#ifdef QATTN_BENCH_HAVE_VULKAN
+    if (pipeline_cache && bench_embed_cache_save(ctx, pipeline_cache) != 0) ++failures;
+#endif
     qattn_context_free(ctx);
     printf("%d preset(s) ran, %d failed or mismatched\n", ran, failures);
     return (failures || !ran) ? 1 : 0;
