@@ -174,9 +174,16 @@ int bench_embed_record(qattn_context *ctx, const bench_preset *p, const bench_co
 
     /* Recorded, once, checked against the reference. */
     const double t_warm = now_us();
-    for (int it = -1; it < warm + iters || now_us() - t_warm < cfg->warmup_min_ms * 1e3; ++it) {
-        const int timed = it >= warm && it < warm + iters;
-        const int k = it - warm;
+    /* it -1: the checked run; then warm-up (a count and a minimum time, so
+     * the GPU clocks are up), then the timed runs. */
+    int n_warm = 0, k = 0;
+    for (int it = -1;; ++it) {
+        int timed = 0;
+        if (it >= 0) {
+            if (n_warm < warm || now_us() - t_warm < cfg->warmup_min_ms * 1e3) ++n_warm;
+            else if (k < iters) timed = 1;
+            else break;
+        }
         if (!qt_vk_cmd_begin(&v)) goto vkfail;
         v.vkCmdResetQueryPool(v.cmd, qp, 0, 2);
         v.vkCmdWriteTimestamp(v.cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0);
@@ -251,6 +258,7 @@ int bench_embed_record(qattn_context *ctx, const bench_preset *p, const bench_co
             s_rec[k] = t1 - t0;
             s_host[k] = h1 - h0;
             s_gpu[k] = (double)(ts[1] - ts[0]) * v.props.limits.timestampPeriod * 1e-3;
+            ++k;
         }
     }
     /* One empty submit: the floor of any submission. */
