@@ -285,6 +285,49 @@ static void test_cache_reuse(qt_vk *v, const qt_step *s, const void *blob, size_
     qattn_context_free(ctx);
 }
 
+/* qattn's own device, read back with qattn_vulkan_get_device: the caller
+ * makes VkBuffers on it, wraps them and runs the KV store of the step. */
+static void test_own_device_wrap(const qt_step *s) {
+    char err[512];
+    qattn_context_options o;
+    memset(&o, 0, sizeof o);
+    o.debug_validation = validation;
+    qattn_context *ctx = NULL;
+    if (qattn_context_create(qattn_backend_vulkan(), &o, &ctx, err, sizeof err) != QATTN_OK) {
+        CHECK(0, "qattn_context_create: %s", err);
+        return;
+    }
+    qattn_vulkan_device d;
+    memset(&d, 0, sizeof d);
+    d.size = sizeof d;
+    CHECK(qattn_vulkan_get_device(ctx, &d) == QATTN_OK && d.device && d.get_instance_proc_addr, "%s",
+          qattn_last_error(ctx));
+    d.size = 4;
+    CHECK(qattn_vulkan_get_device(ctx, &d) == QATTN_ERR_INVALID_ARGUMENT, "out->size 4 accepted");
+    d.size = sizeof d;
+    qattn_vulkan_get_device(ctx, &d);
+    qt_vk v;
+    if (!qt_vk_attach(&v, &d)) {
+        CHECK(0, "cannot reach qattn's device through the handles it returned");
+        qattn_context_free(ctx);
+        return;
+    }
+    wrapped w;
+    CHECK(wrap_all(&v, ctx, s, 0, &w), "wrap on qattn's own device failed");
+    qattn_kv_store_args kv = qt_step_kv_args(s, w.qb, GUARD);
+    CHECK(qattn_kv_store(ctx, &kv) == QATTN_OK, "%s", qattn_last_error(ctx));
+    static const int cache[] = {QS_KC, QS_VC, QS_KS, QS_VS};
+    for (int i = 0; i < 4; ++i) {
+        const int id = cache[i];
+        CHECK(memcmp((char *)w.vb[id].map + GUARD, s->ref[id], s->bytes[id]) == 0,
+              "KV store on qattn's own device: tensor %d differs from the reference", id);
+    }
+    CHECK(guards_intact(&w, s), "a write landed outside a tensor");
+    unwrap_all(&v, ctx, &w);
+    qt_vk_close(&v);
+    qattn_context_free(ctx);
+}
+
 /* Descriptors that break a rule, and devices without a required feature. */
 static void test_refusals(qt_vk *v) {
     char err[512];
@@ -357,6 +400,7 @@ int main(void) {
     memset(&first, 0, sizeof first);
     test_record_step(&v, &s, blob, &blob_bytes, &first);
     test_cache_reuse(&v, &s, blob, blob_bytes, &first);
+    test_own_device_wrap(&s);
     test_refusals(&v);
     free(blob);
     qt_step_free(&s);
