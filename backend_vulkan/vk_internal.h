@@ -13,6 +13,10 @@
  *                       qattn_vk_dispatch(...);
  *   3. Submit and wait: s = qattn_vk_submit(vk);  // times the op, checks validation
  *      On an error between begin and submit call qattn_vk_abandon(vk).
+ *   Get every pipeline before qattn_vk_begin, and record only through
+ *   qattn_vk_dispatch / qattn_vk_barrier: they write to vk->cur, which is
+ *   the caller's command buffer in recording mode and NULL in warm-up (see
+ *   qattn_vk_mode); an op never touches vk->cmd itself.
  *
  * Buffers are reached by device address (Vulkan 1.3 bufferDeviceAddress):
  * no descriptor sets. A kernel's push constants carry the 64-bit addresses
