@@ -9,8 +9,8 @@
  *
  * Here the "engine step" is a KV store of one new token into an int8 paged
  * cache followed by decode attention over that cache (B = 1, 8 query heads,
- * 2 KV heads, D = 128). The program checks one output value against a
- * second run on qattn's CPU reference and exits 0 when they agree.
+ * 2 KV heads, D = 128). The program checks the output against the same
+ * two ops on qattn's CPU reference and exits 0 when they agree.
  *
  * Build: cc vulkan_embed.c $(pkg-config --cflags --libs qattn-core qattn-vulkan) -lvulkan
  * (the qattn tests build and run it against lavapipe).
