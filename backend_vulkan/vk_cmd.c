@@ -114,12 +114,10 @@ qattn_status qattn_vk_submit(qattn_vk *vk, const char *what) {
     if (!vk->recording) return qattn_vk_fail(vk, QATTN_ERR_DEVICE, "vulkan: %s: nothing recorded", what);
     vk->recording = 0;
     if (vk->cur != vk->cmd) {
-        /* Recorded into the caller's buffer, or only prepared. */
-        if (vk->cur) {
-            vk->ext_ops++;
-            vk->last_op_recorded = 1;
-            vk->have_last_op = 0;
-        }
+        /* Recorded into the caller's buffer, or only prepared: no time. */
+        if (vk->cur) vk->ext_ops++;
+        vk->last_op_recorded = 1;
+        vk->have_last_op = 0;
         vk->cur = VK_NULL_HANDLE;
         return qattn_vk_check_messages(vk, what);
     }
@@ -166,8 +164,8 @@ qattn_status qattn_vk_last_op_time_ms(void *be, double *ms) {
     if (!vk->timestamps) return qattn_vk_fail(vk, QATTN_ERR_UNSUPPORTED, "vulkan: the queue has no timestamps");
     if (vk->last_op_recorded)
         return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
-                             "vulkan: the last op was recorded into the caller's command buffer (not "
-                             "timed; time the command buffer with the caller's own timestamps)");
+                             "vulkan: the last op was recorded into the caller's command buffer or "
+                             "only warmed up (not timed; time a command buffer with its own timestamps)");
     if (!vk->have_last_op)
         return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "vulkan: no timed op has run yet");
     *ms = vk->last_op_ms;

@@ -233,6 +233,30 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
     return report(ctx, s, what);
 }
 
+qattn_status qattn_vulkan_warmup_begin(qattn_context *ctx) {
+    static const char fn[] = "qattn_vulkan_warmup_begin";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (vk->mode != QATTN_VK_SUBMIT || vk->recording)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "ctx: recording or already warming up (end that first)"),
+                      fn);
+    vk->mode = QATTN_VK_PREPARE;
+    return QATTN_OK;
+}
+
+qattn_status qattn_vulkan_warmup_end(qattn_context *ctx) {
+    static const char fn[] = "qattn_vulkan_warmup_end";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (vk->mode != QATTN_VK_PREPARE)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "ctx: not warming up (no qattn_vulkan_warmup_begin)"),
+                      fn);
+    vk->mode = QATTN_VK_SUBMIT;
+    return QATTN_OK;
+}
+
 /* ---- pipeline cache ---------------------------------------------------- */
 
 qattn_status qattn_vulkan_pipeline_cache_load(qattn_context *ctx, const void *data, size_t bytes) {

@@ -275,6 +275,36 @@ static void test_cache_reuse(qt_vk *v, const qt_step *s, const void *blob, size_
                (unsigned long long)first->compiled, first->create_ms, (unsigned long long)st.compiled,
                st.create_ms, (unsigned long long)st.cache_hits, blob_bytes);
     }
+    /* Warm-up through the real calls: a fresh context compiles the same
+     * pipelines and nothing is written. */
+    {
+        qattn_context *c3 = import(v, validation);
+        wrapped w3;
+        CHECK(c3 && wrap_all(v, c3, s, dp.workspace_bytes, &w3), "third context");
+        if (c3) {
+            qattn_kv_store_args kv3 = qt_step_kv_args(s, w3.qb, GUARD);
+            qattn_decode_args de3 = qt_step_decode_args(s, w3.qb, GUARD);
+            qattn_mqa_logits_args mq3 = qt_step_mqa_args(s, w3.qb, GUARD);
+            qattn_buffer *ws3 = w3.qb[QS_COUNT];
+            CHECK(qattn_vulkan_warmup_begin(c3) == QATTN_OK, "%s", qattn_last_error(c3));
+            CHECK(qattn_vulkan_record_begin(c3, v->cmd) == QATTN_ERR_INVALID_ARGUMENT, "record during warm-up accepted");
+            CHECK(qattn_kv_store(c3, &kv3) == QATTN_OK, "%s", qattn_last_error(c3));
+            CHECK(qattn_decode_run(c3, &dp, &de3, ws3, ws3 ? GUARD : 0) == QATTN_OK, "%s", qattn_last_error(c3));
+            CHECK(qattn_mqa_logits_run(c3, &mp, &mq3, NULL, 0) == QATTN_OK, "%s", qattn_last_error(c3));
+            CHECK(qattn_vulkan_warmup_end(c3) == QATTN_OK, "%s", qattn_last_error(c3));
+            CHECK(qattn_vulkan_warmup_end(c3) == QATTN_ERR_INVALID_ARGUMENT, "a second warmup_end accepted");
+            double ms;
+            CHECK(qattn_last_op_time_ms(c3, &ms) == QATTN_ERR_INVALID_ARGUMENT, "a warmed-up op reported a time");
+            const qattn_vulkan_pipeline_stats st3 = stats_of(c3);
+            CHECK(st3.created == first->created, "warm-up through the calls created %llu pipelines, the plan "
+                  "warm-up %llu", (unsigned long long)st3.created, (unsigned long long)first->created);
+            for (int i = 0; i < QS_COUNT; ++i)
+                CHECK(memcmp((char *)w3.vb[i].map + GUARD, s->host[i], s->bytes[i]) == 0,
+                      "warm-up wrote tensor %d", i);
+            unwrap_all(v, c3, &w3);
+            qattn_context_free(c3);
+        }
+    }
     /* Bad warm-up sets are refused. */
     set.size = 1;
     CHECK(qattn_vulkan_warmup(ctx, &set) == QATTN_ERR_INVALID_ARGUMENT, "a bad set size was accepted");

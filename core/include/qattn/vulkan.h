@@ -170,6 +170,14 @@ typedef struct qattn_vulkan_warmup_set {
  *  reused. Fails with the first plan this device cannot run. */
 QATTN_API qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_set *set);
 
+/** The other way to warm up: between these two calls, op calls on ctx
+ *  (qattn_decode_run, qattn_kv_store, qattn_mqa_logits_run, with their real
+ *  arguments, validated as always) create their pipelines and launch
+ *  nothing: no output or cache is written. Use it when the arguments are at
+ *  hand (an engine's startup): it compiles exactly what those calls will run. */
+QATTN_API qattn_status qattn_vulkan_warmup_begin(qattn_context *ctx);
+QATTN_API qattn_status qattn_vulkan_warmup_end(qattn_context *ctx);
+
 /** Adds a VkPipelineCache blob (from qattn_vulkan_pipeline_cache_save, or
  *  vkGetPipelineCacheData of a cache of the same device) to the context's
  *  cache, so pipelines it holds are not compiled again. A blob of another
