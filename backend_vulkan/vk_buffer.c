@@ -26,7 +26,7 @@ static qattn_status make_buffer(qattn_vk *vk, uint64_t bytes, VkBufferUsageFlags
     VkMemoryRequirements req;
     vk->vkd.vkGetBufferMemoryRequirements(vk->device, *buf, &req);
     VkPhysicalDeviceMemoryProperties mp;
-    vkGetPhysicalDeviceMemoryProperties(vk->phys, &mp);
+    vk->vki.vkGetPhysicalDeviceMemoryProperties(vk->phys, &mp);
     uint32_t type = mem_type;
     if (!(req.memoryTypeBits & (1u << type))) {
         /* The preferred type cannot hold this buffer: take one with the same

@@ -13,6 +13,10 @@
  *                       qattn_vk_dispatch(...);
  *   3. Submit and wait: s = qattn_vk_submit(vk);  // times the op, checks validation
  *      On an error between begin and submit call qattn_vk_abandon(vk).
+ *   Get every pipeline before qattn_vk_begin, and record only through
+ *   qattn_vk_dispatch / qattn_vk_barrier: they write to vk->cur, which is
+ *   the caller's command buffer in recording mode and NULL in warm-up (see
+ *   qattn_vk_mode); an op never touches vk->cmd itself.
  *
  * Buffers are reached by device address (Vulkan 1.3 bufferDeviceAddress):
  * no descriptor sets. A kernel's push constants carry the 64-bit addresses
@@ -64,15 +68,44 @@ typedef struct qattn_vk_pipeline_entry {
     VkPipeline pipeline;
 } qattn_vk_pipeline_entry;
 
+/* Instance-level entry points of one context's instance (volk's globals
+ * would be shared by every context; these are not). */
+typedef struct qattn_vk_instance_table {
+    PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+    PFN_vkDestroyInstance vkDestroyInstance;
+    PFN_vkEnumeratePhysicalDevices vkEnumeratePhysicalDevices;
+    PFN_vkGetPhysicalDeviceProperties vkGetPhysicalDeviceProperties;
+    PFN_vkGetPhysicalDeviceProperties2 vkGetPhysicalDeviceProperties2;
+    PFN_vkGetPhysicalDeviceFeatures2 vkGetPhysicalDeviceFeatures2;
+    PFN_vkGetPhysicalDeviceMemoryProperties vkGetPhysicalDeviceMemoryProperties;
+    PFN_vkGetPhysicalDeviceQueueFamilyProperties vkGetPhysicalDeviceQueueFamilyProperties;
+    PFN_vkEnumerateDeviceExtensionProperties vkEnumerateDeviceExtensionProperties;
+    PFN_vkCreateDevice vkCreateDevice;
+    PFN_vkGetDeviceProcAddr vkGetDeviceProcAddr;
+    PFN_vkCreateDebugUtilsMessengerEXT vkCreateDebugUtilsMessengerEXT;   /* NULL without debug utils */
+    PFN_vkDestroyDebugUtilsMessengerEXT vkDestroyDebugUtilsMessengerEXT;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR;
+} qattn_vk_instance_table;
+
+/* Where qattn_vk_begin .. qattn_vk_submit put an op's launches. */
+typedef enum qattn_vk_mode {
+    QATTN_VK_SUBMIT = 0, /* the context's command buffer, submitted and waited for */
+    QATTN_VK_RECORD,     /* the caller's command buffer (qattn_vulkan_record_begin) */
+    QATTN_VK_PREPARE     /* nowhere: pipelines only (qattn_vulkan_warmup) */
+} qattn_vk_mode;
+
 /* The backend instance ("be" in backend.h). One per qattn_context. */
 typedef struct qattn_vk {
     VkInstance instance;
     VkDebugUtilsMessengerEXT messenger; /* only with debug_validation */
     VkPhysicalDevice phys;
     VkDevice device;
+    qattn_vk_instance_table vki;        /* instance-level entry points */
     struct VolkDeviceTable vkd;               /* device-level entry points */
     VkQueue queue;
     uint32_t queue_family;
+    uint32_t queue_index;
+    int imported;                       /* instance, device, queue are the caller's */
 
     VkPhysicalDeviceProperties props;
     uint32_t mem_device;                /* memory type index: device-local */
@@ -85,6 +118,11 @@ typedef struct qattn_vk {
     VkCommandBuffer cmd;
     VkFence fence;
     int recording;                      /* between qattn_vk_begin and submit */
+    qattn_vk_mode mode;
+    VkCommandBuffer cur;                /* where dispatches go now; NULL when preparing */
+    VkCommandBuffer ext_cmd;            /* the caller's, in QATTN_VK_RECORD */
+    uint32_t ext_ops;                   /* ops recorded into ext_cmd so far */
+    int last_op_recorded;               /* the last op went into ext_cmd: no time */
 
     VkQueryPool timestamps;             /* 2 queries: op start, op end */
     double timestamp_period_ns;         /* 0 = no timer */
@@ -99,6 +137,9 @@ typedef struct qattn_vk {
     uint64_t staging_bytes;
 
     VkPipelineLayout layout;            /* push constants only */
+    VkPipelineCache pipeline_cache;     /* every pipeline is created through it */
+    uint64_t n_created, n_cache_hits, n_compiled, n_no_feedback;
+    double create_ms;
     qattn_vk_pipeline_entry *pipelines;
     int n_pipelines, cap_pipelines;
 
@@ -133,6 +174,10 @@ qattn_status qattn_vk_create(const qattn_context_options *options, void **be, ch
  * backend_vulkan/tools/qattn_vk_stats. */
 qattn_status qattn_vk_create_ex(const qattn_context_options *options, int capture, void **be,
                                 char *err, size_t err_size);
+/* A context on the caller's instance/device/queue (qattn_vulkan_context_create):
+ * checks the enabled features, never destroys the imported objects. */
+qattn_status qattn_vk_import(const qattn_vulkan_device *device, const qattn_context_options *options,
+                             void **be, char *err, size_t err_size);
 void qattn_vk_destroy(void *be);
 qattn_status qattn_vk_get_caps(void *be, qattn_device_caps *caps);
 
@@ -176,23 +221,38 @@ static inline VkDeviceAddress qattn_vk_ws_addr(const qattn_workspace *ws, uint64
 qattn_status qattn_vk_pipeline(qattn_vk *vk, const char *shader, const uint32_t *spec,
                                uint32_t n_spec, uint32_t push_bytes, uint32_t subgroup_size,
                                VkPipeline *out);
-void qattn_vk_pipelines_destroy(qattn_vk *vk);
+void qattn_vk_pipelines_destroy(qattn_vk *vk); /* and the pipeline cache */
+/* Merges a vkGetPipelineCacheData blob of this device into the cache;
+ * refuses one of another device/driver (header check) and changes nothing. */
+qattn_status qattn_vk_pipeline_cache_load(qattn_vk *vk, const void *data, size_t bytes);
+/* data NULL: *bytes = size needed; else copies up to *bytes (capacity). */
+qattn_status qattn_vk_pipeline_cache_save(qattn_vk *vk, void *data, size_t *bytes);
+/* Monotonic-enough host clock in ms (timespec_get). */
+double qattn_vk_now_ms(void);
 /* Whether the library embeds a shader of that name. */
 int qattn_vk_has_shader(const char *shader);
 
 /* ---- recording and submission (vk_cmd.c) ------------------------------- */
-/* Starts recording one op into the context's command buffer and writes the
- * start timestamp. Fails if the device is lost or validation spoke. */
+/* Ops call these four the same way in every mode (vk->mode):
+ *   QATTN_VK_SUBMIT:  begin starts the context's command buffer and writes
+ *                     the start timestamp; submit ends it, submits, waits and
+ *                     stores the op's device time.
+ *   QATTN_VK_RECORD:  launches go into the caller's command buffer; begin
+ *                     adds a barrier after an earlier recorded op; submit
+ *                     only checks validation messages (no host wait).
+ *   QATTN_VK_PREPARE: nothing is recorded: an op run then only creates its
+ *                     pipelines (warm-up).
+ * Starts one op. Fails if the device is lost or validation spoke. */
 qattn_status qattn_vk_begin(qattn_vk *vk);
 /* Records push constants + a dispatch of gx*gy*gz workgroups. */
 void qattn_vk_dispatch(qattn_vk *vk, VkPipeline p, const void *push, uint32_t push_bytes,
                        uint32_t gx, uint32_t gy, uint32_t gz);
 /* Makes shader writes of earlier dispatches visible to later ones. */
 void qattn_vk_barrier(qattn_vk *vk);
-/* Writes the end timestamp, submits, waits, stores the op's device time and
- * checks validation messages. `what` names the op in failure texts. */
+/* Finishes the op as its mode says (above) and checks validation messages.
+ * `what` names the op in failure texts. */
 qattn_status qattn_vk_submit(qattn_vk *vk, const char *what);
-/* Ends a recording begun with qattn_vk_begin without submitting it. */
+/* Ends an op begun with qattn_vk_begin without submitting it. */
 void qattn_vk_abandon(qattn_vk *vk);
 qattn_status qattn_vk_synchronize(void *be);
 qattn_status qattn_vk_last_op_time_ms(void *be, double *ms);

@@ -6,6 +6,8 @@
  * reports each decode and KV-store preset as a share of it, and of the copy
  * rate given with --copy-gbps (the torch baseline's, from the same run).
  * `qattn-bench --help` lists the options.
+ * --embed-record N and --pipeline-cache FILE (Vulkan, bench/bench_embed.c) measure
+ * recorded command buffers and pipeline-cache reuse.
  * Exit status 0 only when every preset ran and matched the reference. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "bench.h"
 #include "qattn/qattn.h"
 #ifdef QATTN_BENCH_HAVE_VULKAN
+#include "bench_embed.h"
 #include "qattn/vulkan.h"
 #endif
 #ifdef QATTN_BENCH_HAVE_HIP
@@ -77,6 +80,8 @@ static const char USAGE[] =
     "                                  default 1024 on GPUs, 64 on CPU devices)\n"
     "  --copy-gbps X                   copy rate to report against (torch_baseline.py's)\n"
     "  --json FILE                     write every result and sample as JSON\n"
+    "  --embed-record N                vulkan: N decodes recorded into one caller command buffer\n"
+    "  --pipeline-cache FILE           vulkan: load/save the pipeline cache, count pipelines made\n"
     "  --list                          list the presets and their shapes\n"
     "  --help                          this text\n";
 
@@ -143,6 +148,8 @@ int main(int argc, char **argv) {
     bench_config cfg = {.warmup = 5, .iters = 30, .seed = 0, .warmup_min_ms = 500.0};
     int iters_given = 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    int embed_record = 0;              /* --embed-record N (bench_embed.c) */
+    const char *pipeline_cache = NULL; /* --pipeline-cache FILE (bench_embed.c) */
     for (int i = 1; i < argc; ++i) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -183,6 +190,8 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--warmup-ms")) cfg.warmup_min_ms = atof(argv[++i]), iters_given = 1;
         else if (v && !strcmp(a, "--read-mib")) read_mib = atoi(argv[++i]);
         else if (v && !strcmp(a, "--copy-gbps")) copy_gbps = atof(argv[++i]);
+        else if (v && !strcmp(a, "--embed-record")) embed_record = atoi(argv[++i]);
+        else if (v && !strcmp(a, "--pipeline-cache")) pipeline_cache = argv[++i];
         else {
             fprintf(stderr, "qattn-bench: unknown or incomplete argument %s\n%s", a, USAGE);
             return 2;
@@ -197,6 +206,14 @@ int main(int argc, char **argv) {
     }
     qattn_device_caps caps;
     qattn_get_caps(ctx, &caps);
+#ifdef QATTN_BENCH_HAVE_VULKAN
+    if (pipeline_cache) bench_embed_cache_load(ctx, pipeline_cache);
+#else
+    if (embed_record > 0 || pipeline_cache) {
+        fprintf(stderr, "qattn-bench: --embed-record and --pipeline-cache need the vulkan backend\n");
+        return 2;
+    }
+#endif
     /* The reference is exact, not fast: a few runs show its cost. */
     if (!iters_given && !strcmp(qattn_backend_name(ctx), "cpu"))
         cfg.warmup = 1, cfg.iters = 3, cfg.warmup_min_ms = 0.0;
@@ -256,7 +273,11 @@ int main(int argc, char **argv) {
         if (op && strcmp(op, bench_op_name(p->op)) != 0) continue;
         bench_result r;
         memset(&r, 0, sizeof r);
-        int rc = p->op == BENCH_DECODE     ? bench_decode(ctx, p, &cfg, &r)
+        int rc =
+#ifdef QATTN_BENCH_HAVE_VULKAN
+                 embed_record > 0 && p->op == BENCH_DECODE ? bench_embed_record(ctx, p, &cfg, embed_record, &r) :
+#endif
+                 p->op == BENCH_DECODE     ? bench_decode(ctx, p, &cfg, &r)
                  : p->op == BENCH_KV_STORE ? bench_kv_store(ctx, p, &cfg, &r)
                                            : bench_mqa_logits(ctx, p, &cfg, &r);
         ++ran;
@@ -282,6 +303,9 @@ int main(int argc, char **argv) {
         fprintf(jf, "\n]}\n");
         fclose(jf);
     }
+#ifdef QATTN_BENCH_HAVE_VULKAN
+    if (pipeline_cache && bench_embed_cache_save(ctx, pipeline_cache) != 0) ++failures;
+#endif
     qattn_context_free(ctx);
     printf("%d preset(s) ran, %d failed or mismatched%s\n", ran, failures,
            read_failed ? "; the read-bandwidth run failed" : "");

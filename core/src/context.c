@@ -173,3 +173,44 @@ qattn_status qattn_last_op_time_ms(qattn_context *ctx, double *ms) {
 qattn_status qattn__backend_fail(qattn_context *ctx, qattn_status s, const char *what) {
     return backend_fail(ctx, s, what);
 }
+
+qattn_status qattn_context_adopt(const qattn_backend_iface *iface, void *be, qattn_context **out,
+                                 char *err, size_t err_size) {
+    if (out) *out = NULL;
+    if (!iface || !iface_complete(iface)) {
+        /* Without a valid table there is no destroy to call: the instance
+         * stays the caller's. */
+        return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT,
+                          "iface: NULL, incomplete or of another ABI (want %d)", QATTN_BACKEND_ABI);
+    }
+    if (!out || !be) {
+        iface->destroy(be);
+        return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, out ? "be: NULL" : "out: NULL");
+    }
+    qattn_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        iface->destroy(be);
+        return qattn__err(err, err_size, QATTN_ERR_OUT_OF_MEMORY, "context: out of memory");
+    }
+    ctx->iface = iface;
+    ctx->be = be;
+    qattn_status s = iface->get_caps(be, &ctx->caps);
+    if (s != QATTN_OK) {
+        const char *msg = iface->last_message ? iface->last_message(be) : NULL;
+        qattn__err(err, err_size, s, "%s backend: %s", iface->name,
+                   (msg && msg[0]) ? msg : qattn_status_text(s));
+        qattn_context_free(ctx);
+        return s;
+    }
+    *out = ctx;
+    return QATTN_OK;
+}
+
+void *qattn_context_backend_instance(qattn_context *ctx, const qattn_backend_iface *iface) {
+    return ctx && iface && ctx->iface == iface ? ctx->be : NULL;
+}
+
+qattn_status qattn_context_backend_fail(qattn_context *ctx, qattn_status s, const char *what) {
+    if (!ctx) return s;
+    return backend_fail(ctx, s, what ? what : "backend call");
+}

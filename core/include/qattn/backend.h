@@ -117,6 +117,19 @@ struct qattn_backend_iface {
     const char *(*last_message)(void *be);
 };
 
+/* ---- for backend libraries' own public calls (e.g. qattn/vulkan.h) ----- */
+/** Makes a context around an instance the backend created itself (for
+ *  example on a device the caller handed it), calling iface->get_caps once.
+ *  Takes ownership of `be`: on failure it is destroyed with iface->destroy. */
+QATTN_API qattn_status qattn_context_adopt(const qattn_backend_iface *iface, void *be,
+                                           qattn_context **out, char *err, size_t err_size);
+/** The backend instance of ctx when ctx runs `iface`; NULL otherwise (NULL
+ *  ctx, or a context of another backend). */
+QATTN_API void *qattn_context_backend_instance(qattn_context *ctx, const qattn_backend_iface *iface);
+/** Records a failure of a backend-specific call on ctx's last error, with the
+ *  backend's own text (iface->last_message), and returns s. */
+QATTN_API qattn_status qattn_context_backend_fail(qattn_context *ctx, qattn_status s, const char *what);
+
 #ifdef __cplusplus
 }
 #endif

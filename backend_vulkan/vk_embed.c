@@ -1,0 +1,358 @@
+/* The embedding calls of qattn/vulkan.h: a context on the caller's device,
+ * recording into the caller's command buffer, warm-up and the pipeline
+ * cache. Each finds the context's backend instance through the core and
+ * reports failures into the context's last error. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+/* The Vulkan instance of ctx, or NULL (with ctx's last error set). */
+static qattn_vk *vk_of(qattn_context *ctx, const char *fn) {
+    qattn_vk *vk = (qattn_vk *)qattn_context_backend_instance(ctx, qattn_backend_vulkan());
+    if (!vk && ctx) {
+        char what[160];
+        snprintf(what, sizeof what, "%s: ctx is not a Vulkan context", fn);
+        qattn_context_backend_fail(ctx, QATTN_ERR_INVALID_ARGUMENT, what);
+    }
+    return vk;
+}
+
+/* Returns s, recording it (with the backend's text) on ctx when it failed. */
+static qattn_status report(qattn_context *ctx, qattn_status s, const char *fn) {
+    return s == QATTN_OK ? s : qattn_context_backend_fail(ctx, s, fn);
+}
+
+qattn_status qattn_vulkan_context_create(const qattn_vulkan_device *device,
+                                         const qattn_context_options *options, qattn_context **out,
+                                         char *err, size_t err_size) {
+    char scratch[8];
+    if (!err || err_size == 0) {
+        err = scratch;
+        err_size = sizeof scratch;
+    }
+    err[0] = '\0';
+    if (out) *out = NULL;
+    if (!out) {
+        snprintf(err, err_size, "out: NULL");
+        return QATTN_ERR_INVALID_ARGUMENT;
+    }
+    void *be = NULL;
+    char why[1024] = "";
+    qattn_status s = qattn_vk_import(device, options, &be, why, sizeof why);
+    if (s != QATTN_OK) {
+        snprintf(err, err_size, "vulkan backend: %s", why[0] ? why : qattn_status_text(s));
+        return s;
+    }
+    return qattn_context_adopt(qattn_backend_vulkan(), be, out, err, err_size);
+}
+
+qattn_status qattn_vulkan_get_device(qattn_context *ctx, qattn_vulkan_device *out) {
+    static const char fn[] = "qattn_vulkan_get_device";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!out) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "out: NULL"), fn);
+    if (out->size < sizeof *out)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "out->size: %zu, want sizeof(qattn_vulkan_device) = %zu",
+                                         out->size, sizeof *out),
+                      fn);
+    const size_t size = out->size;
+    memset(out, 0, sizeof *out);
+    out->size = size;
+    out->instance = vk->instance;
+    out->physical_device = vk->phys;
+    out->device = vk->device;
+    out->queue_family = vk->queue_family;
+    out->queue_index = vk->queue_index;
+    out->get_instance_proc_addr = (void (*(*)(VkInstance, const char *))(void))vk->vki.vkGetInstanceProcAddr;
+    return QATTN_OK;
+}
+
+qattn_status qattn_vulkan_record_begin(qattn_context *ctx, VkCommandBuffer cmd) {
+    static const char fn[] = "qattn_vulkan_record_begin";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!cmd) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "cmd: VK_NULL_HANDLE"), fn);
+    if (vk->mode != QATTN_VK_SUBMIT || vk->recording)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "ctx: already recording (call qattn_vulkan_record_end first)"),
+                      fn);
+    vk->mode = QATTN_VK_RECORD;
+    vk->ext_cmd = cmd;
+    vk->ext_ops = 0;
+    return QATTN_OK;
+}
+
+qattn_status qattn_vulkan_record_end(qattn_context *ctx, uint32_t *ops) {
+    static const char fn[] = "qattn_vulkan_record_end";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (vk->mode != QATTN_VK_RECORD)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "ctx: not recording (no qattn_vulkan_record_begin)"),
+                      fn);
+    if (ops) *ops = vk->ext_ops;
+    vk->mode = QATTN_VK_SUBMIT;
+    vk->ext_cmd = VK_NULL_HANDLE;
+    vk->ext_ops = 0;
+    return QATTN_OK;
+}
+
+/* ---- warm-up ----------------------------------------------------------- */
+
+/* An op run with these arguments in QATTN_VK_PREPARE mode creates the
+ * pipelines of its plan and launches nothing, so the tensors only need
+ * shapes, dtypes and strides: they name a stand-in buffer at device address
+ * 0 (which also makes every address-alignment choice its widest). */
+typedef struct warm_buffer {
+    qattn_vk_buffer vb;
+    qattn_buffer buf;
+} warm_buffer;
+
+static qattn_tensor warm_tensor(warm_buffer *w, qattn_dtype dt, int32_t rank, int64_t d0, int64_t d1,
+                                int64_t d2, int64_t d3) {
+    const int64_t shape[4] = {d0, d1, d2, d3};
+    return qattn_tensor_contiguous(&w->buf, 0, dt, rank, shape);
+}
+
+static qattn_status warm_decode(qattn_vk *vk, warm_buffer *w, const qattn_decode_plan *p) {
+    const int64_t B = p->batch, R = p->rows, Hq = p->q_heads, Hkv = p->kv_heads;
+    const int64_t D = p->head_dim, Dv = p->head_dim_v, P = 16;
+    qattn_decode_args a;
+    memset(&a, 0, sizeof a);
+    a.q = warm_tensor(w, QATTN_BF16, 4, B, R, Hq, D);
+    a.k_cache = warm_tensor(w, p->kv_dtype, 3, P, Hkv, D, 0);
+    a.v_cache = warm_tensor(w, p->kv_dtype, 3, P, Hkv, Dv, 0);
+    if (p->kv_dtype != QATTN_BF16) {
+        a.k_scale = warm_tensor(w, QATTN_F32, 2, P, Hkv, 0, 0);
+        a.v_scale = warm_tensor(w, QATTN_F32, 2, P, Hkv, 0, 0);
+    }
+    a.kv_indptr = warm_tensor(w, QATTN_I32, 1, B + 1, 0, 0, 0);
+    a.kv_indices = warm_tensor(w, QATTN_I32, 1, B, 0, 0, 0);
+    a.kv_lens = warm_tensor(w, QATTN_I32, 1, B, 0, 0, 0);
+    a.o = warm_tensor(w, QATTN_BF16, 4, B, R, Hq, Dv);
+    a.page_size = (int32_t)P;
+    a.max_kv_len = (int32_t)P;
+    a.sm_scale = 1.0f;
+    a.window_left = -1;
+    qattn_workspace ws = {&w->buf, 0, p->workspace_bytes};
+    return qattn_vk_decode(vk, p, &a, p->workspace_bytes ? &ws : NULL);
+}
+
+#ifdef QATTN_VK_HAVE_MQA
+static qattn_status warm_mqa(qattn_vk *vk, warm_buffer *w, const qattn_mqa_logits_plan *p) {
+    const int64_t S = p->rows, Skv = p->kv_len, H = p->heads, D = p->head_dim;
+    qattn_mqa_logits_args a;
+    memset(&a, 0, sizeof a);
+    a.q = warm_tensor(w, p->q_dtype, 3, S, H, D, 0);
+    a.k = warm_tensor(w, p->k_dtype, 2, Skv, D, 0, 0);
+    a.k_scale = warm_tensor(w, QATTN_F32, 1, Skv, 0, 0, 0);
+    a.weights = warm_tensor(w, QATTN_F32, 2, S, H, 0, 0);
+    a.ks = warm_tensor(w, QATTN_I32, 1, S, 0, 0, 0);
+    a.ke = warm_tensor(w, QATTN_I32, 1, S, 0, 0, 0);
+    a.logits = warm_tensor(w, QATTN_F32, 2, S, Skv, 0, 0);
+    qattn_workspace ws = {&w->buf, 0, p->workspace_bytes};
+    return qattn_vk_mqa_logits(vk, p, &a, p->workspace_bytes ? &ws : NULL);
+}
+#endif
+
+static qattn_status warm_kv_store(qattn_vk *vk, warm_buffer *w, qattn_dtype dt) {
+    const int64_t D = 128, Hkv = 1;
+    qattn_kv_store_args a;
+    memset(&a, 0, sizeof a);
+    a.k_new = warm_tensor(w, QATTN_BF16, 3, 1, Hkv, D, 0);
+    a.v_new = warm_tensor(w, QATTN_BF16, 3, 1, Hkv, D, 0);
+    a.slot_mapping = warm_tensor(w, QATTN_I32, 1, 1, 0, 0, 0);
+    a.k_cache = warm_tensor(w, dt, 3, 1, Hkv, D, 0);
+    a.v_cache = warm_tensor(w, dt, 3, 1, Hkv, D, 0);
+    if (dt != QATTN_BF16) {
+        a.k_scale = warm_tensor(w, QATTN_F32, 2, 1, Hkv, 0, 0);
+        a.v_scale = warm_tensor(w, QATTN_F32, 2, 1, Hkv, 0, 0);
+    }
+    return qattn_vk_kv_store(vk, &a);
+}
+
+qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_set *set) {
+    static const char fn[] = "qattn_vulkan_warmup";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!set) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "set: NULL"), fn);
+    if (set->size < sizeof *set)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "set->size: %zu, want sizeof(qattn_vulkan_warmup_set) = %zu",
+                                         set->size, sizeof *set),
+                      fn);
+    if ((set->n_decode_plans && !set->decode_plans) || (set->n_mqa_plans && !set->mqa_plans))
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "set: %s NULL with a count > 0",
+                                         set->n_decode_plans && !set->decode_plans ? "decode_plans"
+                                                                                   : "mqa_plans"),
+                      fn);
+    const uint32_t kv_ok = (1u << QATTN_BF16) | (1u << QATTN_FP8_E4M3FN) | (1u << QATTN_FP8_E4M3FNUZ) |
+                           (1u << QATTN_I8);
+    if (set->kv_store_dtypes & ~kv_ok)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "set->kv_store_dtypes: 0x%x names a dtype no KV cache has "
+                                         "(bf16, fp8 fn/fnuz, i8)",
+                                         set->kv_store_dtypes),
+                      fn);
+#ifndef QATTN_VK_HAVE_MQA
+    if (set->n_mqa_plans)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_UNSUPPORTED, "set->mqa_plans: this build has no MQA op"),
+                      fn);
+#endif
+    warm_buffer w;
+    memset(&w, 0, sizeof w);
+    w.buf.handle = &w.vb;
+    w.buf.owner = ctx;
+    w.buf.bytes = UINT64_MAX;
+    w.buf.wrapped = 1;
+    const qattn_vk_mode saved = vk->mode;
+    vk->mode = QATTN_VK_PREPARE;
+    qattn_status s = QATTN_OK;
+    char what[96];
+    snprintf(what, sizeof what, "%s", fn);
+    for (size_t i = 0; s == QATTN_OK && i < set->n_decode_plans; ++i) {
+        s = warm_decode(vk, &w, &set->decode_plans[i]);
+        if (s != QATTN_OK) snprintf(what, sizeof what, "%s: decode_plans[%zu]", fn, i);
+    }
+#ifdef QATTN_VK_HAVE_MQA
+    for (size_t i = 0; s == QATTN_OK && i < set->n_mqa_plans; ++i) {
+        s = warm_mqa(vk, &w, &set->mqa_plans[i]);
+        if (s != QATTN_OK) snprintf(what, sizeof what, "%s: mqa_plans[%zu]", fn, i);
+    }
+#endif
+    for (int dt = 0; s == QATTN_OK && dt < 32; ++dt)
+        if (set->kv_store_dtypes & (1u << dt)) {
+            s = warm_kv_store(vk, &w, (qattn_dtype)dt);
+            if (s != QATTN_OK) snprintf(what, sizeof what, "%s: kv_store %s", fn, qattn_dtype_name((qattn_dtype)dt));
+        }
+    if (vk->recording) qattn_vk_abandon(vk);
+    vk->mode = saved;
+    return report(ctx, s, what);
+}
+
+qattn_status qattn_vulkan_warmup_begin(qattn_context *ctx) {
+    static const char fn[] = "qattn_vulkan_warmup_begin";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (vk->mode != QATTN_VK_SUBMIT || vk->recording)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "ctx: recording or already warming up (end that first)"),
+                      fn);
+    vk->mode = QATTN_VK_PREPARE;
+    return QATTN_OK;
+}
+
+qattn_status qattn_vulkan_warmup_end(qattn_context *ctx) {
+    static const char fn[] = "qattn_vulkan_warmup_end";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (vk->mode != QATTN_VK_PREPARE)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "ctx: not warming up (no qattn_vulkan_warmup_begin)"),
+                      fn);
+    vk->mode = QATTN_VK_SUBMIT;
+    return QATTN_OK;
+}
+
+/* ---- pipeline cache ---------------------------------------------------- */
+
+qattn_status qattn_vulkan_pipeline_cache_load(qattn_context *ctx, const void *data, size_t bytes) {
+    static const char fn[] = "qattn_vulkan_pipeline_cache_load";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    return report(ctx, qattn_vk_pipeline_cache_load(vk, data, bytes), fn);
+}
+
+qattn_status qattn_vulkan_pipeline_cache_save(qattn_context *ctx, void *data, size_t *bytes) {
+    static const char fn[] = "qattn_vulkan_pipeline_cache_save";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    return report(ctx, qattn_vk_pipeline_cache_save(vk, data, bytes), fn);
+}
+
+qattn_status qattn_vulkan_pipeline_cache_load_file(qattn_context *ctx, const char *path) {
+    static const char fn[] = "qattn_vulkan_pipeline_cache_load_file";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!path) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: NULL"), fn);
+    FILE *f = fopen(path, "rb");
+    if (!f) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: cannot open %s", path), fn);
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: cannot read %s", path), fn);
+    }
+    void *data = malloc(n > 0 ? (size_t)n : 1);
+    if (!data) {
+        fclose(f);
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: out of host memory"), fn);
+    }
+    const size_t got = fread(data, 1, (size_t)n, f);
+    fclose(f);
+    qattn_status s = got == (size_t)n ? qattn_vk_pipeline_cache_load(vk, data, got)
+                                      : qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: short read of %s", path);
+    free(data);
+    return report(ctx, s, fn);
+}
+
+qattn_status qattn_vulkan_pipeline_cache_save_file(qattn_context *ctx, const char *path) {
+    static const char fn[] = "qattn_vulkan_pipeline_cache_save_file";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!path) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: NULL"), fn);
+    size_t n = 0;
+    qattn_status s = qattn_vk_pipeline_cache_save(vk, NULL, &n);
+    if (s != QATTN_OK) return report(ctx, s, fn);
+    void *data = malloc(n ? n : 1);
+    if (!data) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: out of host memory"), fn);
+    if ((s = qattn_vk_pipeline_cache_save(vk, data, &n)) != QATTN_OK) {
+        free(data);
+        return report(ctx, s, fn);
+    }
+    const size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp) {
+        free(data);
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: out of host memory"), fn);
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    FILE *f = fopen(tmp, "wb");
+    int ok = f != NULL;
+    if (f) {
+        ok = fwrite(data, 1, n, f) == n;
+        ok = (fclose(f) == 0) && ok;
+    }
+    if (ok) ok = rename(tmp, path) == 0;
+    else if (f) remove(tmp);
+    free(data);
+    if (!ok) {
+        s = qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: cannot write %s (through %s)", path, tmp);
+        free(tmp);
+        return report(ctx, s, fn);
+    }
+    free(tmp);
+    return QATTN_OK;
+}
+
+qattn_status qattn_vulkan_pipeline_stats_get(qattn_context *ctx, qattn_vulkan_pipeline_stats *out) {
+    static const char fn[] = "qattn_vulkan_pipeline_stats_get";
+    qattn_vk *vk = vk_of(ctx, fn);
+    if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!out) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "out: NULL"), fn);
+    if (out->size < sizeof *out)
+        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                         "out->size: %zu, want sizeof(qattn_vulkan_pipeline_stats) = %zu",
+                                         out->size, sizeof *out),
+                      fn);
+    out->created = vk->n_created;
+    out->cache_hits = vk->n_cache_hits;
+    out->compiled = vk->n_compiled;
+    out->no_feedback = vk->n_no_feedback;
+    out->create_ms = vk->create_ms;
+    return QATTN_OK;
+}
