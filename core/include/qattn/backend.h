@@ -94,6 +94,50 @@ struct qattn_backend_iface {
     const char *(*last_message)(void *be);
 };
 
+/** How a backend addresses a K/V cache or its scales (spec 2), whatever
+ *  its form. Key row `row` of page `page` is slot page * page_rows + row;
+ *  its element (head g, dim d) is at page * page_stride + row * row_stride
+ *  + g * head_stride + d elements from element 0 (scales: no d). A rank-3
+ *  cache [N_slots, Hkv, D] (scales [N_slots, Hkv]) reads as pages of
+ *  `page_size` consecutive slots; a rank-4 cache [N_pages, P, Hkv, D]
+ *  (scales [N_pages, P, Hkv]) brings its own page and row strides. A slot
+ *  is inside the cache iff 0 <= slot < n_slots. Kernels take these five
+ *  numbers, never the rank. A dimension of extent 1 contributes stride 0.
+ *  Decode passes the call's page_size (rank-4 tensors then have
+ *  P = page_size); the KV store passes 1 and addresses by slot:
+ *  page = slot / page_rows, row = slot % page_rows. */
+typedef struct qattn_cache_view {
+    int64_t n_slots;
+    int64_t page_rows;
+    int64_t page_stride, row_stride, head_stride;
+} qattn_cache_view;
+
+/** The view of a validated cache (is_scale 0) or scale tensor. */
+QATTN_API qattn_cache_view qattn_cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size);
+
+/** The view in 32 bits, as int32 kernels take it. For a slot inside the
+ *  cache the element offset is below 2^31 (the core bounds every tensor's
+ *  span to int32), so offsets computed in unsigned 32-bit arithmetic from
+ *  these truncated strides are exact; only a rank-3 view's page_stride
+ *  (stride x page_size) can need more bits, and then no page past the
+ *  first is inside the cache. n_slots and page_rows fit int32. */
+typedef struct qattn_cache_view32 {
+    int32_t n_slots, page_rows;
+    uint32_t page_stride, row_stride, head_stride;
+} qattn_cache_view32;
+
+static inline qattn_cache_view32 qattn_cache_view32_of(const qattn_tensor *t, int is_scale,
+                                                       int64_t page_size) {
+    const qattn_cache_view v = qattn_cache_view_of(t, is_scale, page_size);
+    qattn_cache_view32 w;
+    w.n_slots = (int32_t)v.n_slots;
+    w.page_rows = (int32_t)v.page_rows;
+    w.page_stride = (uint32_t)(uint64_t)v.page_stride;
+    w.row_stride = (uint32_t)(uint64_t)v.row_stride;
+    w.head_stride = (uint32_t)(uint64_t)v.head_stride;
+    return w;
+}
+
 #ifdef __cplusplus
 }
 #endif
