@@ -54,37 +54,37 @@ static const char *const SCALE_NAMES[] = {"", "_tokscale", "_tensorscale"};
 #define BF QATTN_BF16
 #define I8 QATTN_I8
 
-/* B R Hkv G D dtype page keys window softcap sinks lse layout splits same_lens */
+/* B R Hkv G D dtype page keys window softcap sinks lse layout splits same_lens form scales */
 static const decode_case CASES[] = {
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},   /* packed_fp8, GQA 4 */
-    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0, 0}, /* packed_fp8, GQA 8, long */
-    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8, 0},   /* packed_fp8 with padded strides */
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0, 0},  /* unaligned: falls back to generic */
-    {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1, 0},
-    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0, 0},
-    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64, 0},
-    {1, 8, 2, 1, 256, FN, 1, 17, -1, 1, 0, 1, HEAD, 8, 0},
-    {5, 1, 1, 4, 256, FNUZ, 16, 1, -1, 0, 1, 0, TOK, 64, 0},
-    {1, 3, 2, 8, 256, I8, 1, 513, -1, 1, 1, 1, PAD, 1, 0},
-    {5, 8, 1, 4, 64, FN, 16, 17, 5, 0, 0, 1, UNAL, 8, 0},
-    {1, 1, 2, 1, 128, I8, 16, 4099, 511, 1, 0, 1, HEAD, 0, 0},
-    {5, 3, 1, 1, 128, FNUZ, 1, 513, -1, 0, 0, 0, UNAL, 64, 0},
-    {1, 1, 1, 8, 64, BF, 16, 513, -1, 1, 1, 1, PAD, 8, 0},
-    {1, 3, 4, 4, 256, BF, 16, 17, 3, 0, 1, 1, TOK, 0, 0},
-    {5, 1, 2, 8, 128, I8, 1, 17, -1, 0, 1, 1, TOK, 1, 0},
-    {1, 8, 1, 4, 128, FNUZ, 16, 513, -1, 1, 1, 1, HEAD, 0, 0},
-    {1, 1, 1, 1, 256, FN, 16, 4099, -1, 0, 0, 1, UNAL, 8, 0},
-    {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64, 0},
-    {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1, 0},
-    {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0, 0},
-    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0, 0}, /* packed_fp8 with window/softcap/sinks */
-    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0},     /* packed_fp8, head-major */
-    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},      /* Hkv 2: scale rows 8 B, generic */
-    {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0, 0},
-    {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0},     /* 16 rows per kv head, 8-byte rows */
-    {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0},      /* GQA 16, 4-byte rows */
-    {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0},    /* bf16, 16 rows, 4-byte rows */
-    {1, 1, 4, 2, 128, FNUZ, 16, 4099, 255, 1, 0, 1, TOK, 0, 0}, /* GQA 2: two rows per kv head */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW},   /* packed_fp8, GQA 4 */
+    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0, 0, F3, S_ROW}, /* packed_fp8, GQA 8, long */
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8, 0, F3, S_ROW},   /* packed_fp8 with padded strides */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0, 0, F3, S_ROW},  /* unaligned: falls back to generic */
+    {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1, 0, F3, S_ROW},
+    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0, 0, F3, S_ROW},
+    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64, 0, F3, S_ROW},
+    {1, 8, 2, 1, 256, FN, 1, 17, -1, 1, 0, 1, HEAD, 8, 0, F3, S_ROW},
+    {5, 1, 1, 4, 256, FNUZ, 16, 1, -1, 0, 1, 0, TOK, 64, 0, F3, S_ROW},
+    {1, 3, 2, 8, 256, I8, 1, 513, -1, 1, 1, 1, PAD, 1, 0, F3, S_ROW},
+    {5, 8, 1, 4, 64, FN, 16, 17, 5, 0, 0, 1, UNAL, 8, 0, F3, S_ROW},
+    {1, 1, 2, 1, 128, I8, 16, 4099, 511, 1, 0, 1, HEAD, 0, 0, F3, S_ROW},
+    {5, 3, 1, 1, 128, FNUZ, 1, 513, -1, 0, 0, 0, UNAL, 64, 0, F3, S_ROW},
+    {1, 1, 1, 8, 64, BF, 16, 513, -1, 1, 1, 1, PAD, 8, 0, F3, S_ROW},
+    {1, 3, 4, 4, 256, BF, 16, 17, 3, 0, 1, 1, TOK, 0, 0, F3, S_ROW},
+    {5, 1, 2, 8, 128, I8, 1, 17, -1, 0, 1, 1, TOK, 1, 0, F3, S_ROW},
+    {1, 8, 1, 4, 128, FNUZ, 16, 513, -1, 1, 1, 1, HEAD, 0, 0, F3, S_ROW},
+    {1, 1, 1, 1, 256, FN, 16, 4099, -1, 0, 0, 1, UNAL, 8, 0, F3, S_ROW},
+    {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64, 0, F3, S_ROW},
+    {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1, 0, F3, S_ROW},
+    {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0, 0, F3, S_ROW},
+    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0, 0, F3, S_ROW}, /* packed_fp8 with window/softcap/sinks */
+    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0, F3, S_ROW},     /* packed_fp8, head-major */
+    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW},      /* Hkv 2: scale rows 8 B, generic */
+    {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0, 0, F3, S_ROW},
+    {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0, F3, S_ROW},     /* 16 rows per kv head, 8-byte rows */
+    {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0, F3, S_ROW},      /* GQA 16, 4-byte rows */
+    {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0, F3, S_ROW},    /* bf16, 16 rows, 4-byte rows */
+    {1, 1, 4, 2, 128, FNUZ, 16, 4099, 255, 1, 0, 1, TOK, 0, 0, F3, S_ROW}, /* GQA 2: two rows per kv head */
     /* cache forms and broadcast scales (form, scales last) */
     {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F_HND, S_ROW},   /* HND, packed_fp8 shape */
     {1, 3, 2, 4, 64, BF, 16, 200, 37, 1, 1, 1, TOK, 0, 0, F_HND, S_ROW},
