@@ -94,6 +94,12 @@ struct qattn_backend_iface {
     const char *(*last_message)(void *be);
 };
 
+/** For a backend's own extension calls (qattn_hip_set_stream, ...): the
+ *  instance `ctx` runs on when it was created with `iface`, else NULL. */
+QATTN_API void *qattn_context_instance(qattn_context *ctx, const qattn_backend_iface *iface);
+/** Records an extension call's failure as ctx's last error; returns s. */
+QATTN_API qattn_status qattn_context_fail(qattn_context *ctx, qattn_status s, const char *message);
+
 /** How a backend addresses a K/V cache or its scales (spec 2), whatever
  *  its form. Key row `row` of page `page` is slot page * page_rows + row;
  *  its element (head g, dim d) is at page * page_stride + row * row_stride
