@@ -16,7 +16,10 @@
 #      version newer than the host's;
 #   3. builds the consumer (tests/consumer) against each prefix through
 #      find_package(qattn) and through pkg-config (--static for the static
-#      prefix) and runs it: a KV store and a decode on the cpu backend.
+#      prefix) and runs it: a KV store and a decode on the cpu backend (and
+#      the HIP backend's consumer when the package has it);
+#   4. builds it once more with qattn as an add_subdirectory subproject,
+#      whose tests and bench stay off (this host has no cmocka).
 #
 #   scripts/host-package-test.sh [WORK_DIR]   (default build/host)
 set -euo pipefail
@@ -123,4 +126,12 @@ for kind in shared static; do
   fi
   log "ok   consumer ($kind) through find_package and pkg-config${static:+ --static}"
 done
+# ---- 4. qattn as a subproject (add_subdirectory / FetchContent) ----------
+c=$work/consumer-subproject
+rm -rf "$c"
+cmake -S "$src/tests/consumer/subproject" -B "$c" -G Ninja -DCMAKE_C_COMPILER="$cc" \
+  -DQATTN_SOURCE_DIR="$src" >"$c.configure.log" 2>&1 || { cat "$c.configure.log"; exit 1; }
+cmake --build "$c" --target consumer >/dev/null
+"$c/consumer" || { log "FAIL subproject consumer"; exit 1; }
+log "ok   consumer with qattn as a subproject (no tests, no cmocka)"
 log "the host-built package installs, loads and runs on this host"
