@@ -44,6 +44,12 @@ function(qattn_pkgconfig name lib requires desc)
   set(QATTN_PC_REQUIRES ${requires})
   set(QATTN_PC_DESC ${desc})
   set(QATTN_PC_LIBS_PRIVATE "")
+  set(QATTN_PC_CFLAGS "")
+  if(name STREQUAL "qattn-vulkan")
+    set(QATTN_PC_CFLAGS " -DQATTN_LINKS_VULKAN") # qattn/backends.h names it
+  elseif(name STREQUAL "qattn-hip")
+    set(QATTN_PC_CFLAGS " -DQATTN_LINKS_HIP")
+  endif()
   # Relocatable: the prefix is found from the .pc file's own location.
   file(RELATIVE_PATH QATTN_PC_RELPREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
   if(name STREQUAL "qattn-core")

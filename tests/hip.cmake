@@ -106,7 +106,7 @@ foreach(sim ${_hip_sims})
   # weak references, which alone would not pull them from the archive
   target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>"
                         qattn_core)
-  target_compile_definitions(${exe} PRIVATE QATTN_PARITY_HAVE_HIP)
+  target_compile_definitions(${exe} PRIVATE QATTN_LINKS_HIP) # the simulation is the hip backend
   qattn_hip_twin_test(qattn_hip_twin_plans_hostsim_${sim}
                       "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>"
                       hip_hostsim_${sim}_twin_plans)

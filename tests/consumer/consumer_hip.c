@@ -3,12 +3,17 @@
  * way; 1 if the backend's table is missing or creation fails otherwise. */
 #include <stdio.h>
 
-#include <qattn/hip.h>
+#include <qattn/backends.h>
 #include <qattn/qattn.h>
 
 int main(void) {
-    const qattn_backend_iface *hip = qattn_backend_hip();
-    if (!hip) return 1;
+    /* by name: linking qattn::hip (or pkg-config qattn-hip) makes
+     * qattn/backends.h name it */
+    const qattn_backend_iface *hip = qattn_backend_by_name("hip");
+    if (!hip) {
+        fprintf(stderr, "qattn hip: linked but qattn_backend_by_name(\"hip\") is NULL\n");
+        return 1;
+    }
     char err[512] = "";
     qattn_context *ctx = NULL;
     qattn_status s = qattn_context_create(hip, NULL, &ctx, err, sizeof err);
