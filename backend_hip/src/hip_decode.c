@@ -32,11 +32,6 @@
 #include "qh_backend.h"
 #include "qh_params.h"
 
-static int32_t st32(const qattn_tensor *t, int dim) {
-    /* a dimension of extent <= 1 never multiplies its stride */
-    return t->shape[dim] <= 1 ? 0 : (int32_t)t->strides[dim];
-}
-
 /* qh_kernels.def lists each format's generic kernels in the order
  * d64 r4, r8, r16, d128 r4, ... */
 static int generic_kernel(qattn_dtype dt, int d, int rows) {
@@ -117,7 +112,7 @@ static void fill_params(const qattn_decode_plan *plan, const qattn_decode_args *
         p->ks_sh = (int32_t)ksv.head_stride;
         p->vs_sh = (int32_t)vsv.head_stride;
     }
-    p->indices_s = st32(&a->kv_indices, 0);
+    p->indices_s = qattn_stride32(&a->kv_indices, 0);
     p->n_pages = (int32_t)a->kv_indices.shape[0];
     p->n_slots = kv.n_slots;
     p->page_size = a->page_size;
@@ -128,12 +123,12 @@ static void fill_params(const qattn_decode_plan *plan, const qattn_decode_args *
     p->indptr = qh_addr(&a->kv_indptr);
     p->lens = qh_addr(&a->kv_lens);
     for (int i = 0; i < 3; ++i) {
-        p->q_s[i] = st32(&a->q, i);
-        p->o_s[i] = st32(&a->o, i);
-        if (a->lse.buffer) p->lse_s[i] = st32(&a->lse, i);
+        p->q_s[i] = qattn_stride32(&a->q, i);
+        p->o_s[i] = qattn_stride32(&a->o, i);
+        if (a->lse.buffer) p->lse_s[i] = qattn_stride32(&a->lse, i);
     }
-    p->indptr_s = st32(&a->kv_indptr, 0);
-    p->lens_s = st32(&a->kv_lens, 0);
+    p->indptr_s = qattn_stride32(&a->kv_indptr, 0);
+    p->lens_s = qattn_stride32(&a->kv_lens, 0);
     p->B = (int32_t)a->q.shape[0];
     p->R = (int32_t)a->q.shape[1];
     p->Hq = (int32_t)a->q.shape[2];
@@ -144,7 +139,7 @@ static void fill_params(const qattn_decode_plan *plan, const qattn_decode_args *
     p->o = qh_addr(&a->o);
     p->lse = qh_addr(&a->lse);
     p->sinks = qh_addr(&a->sinks);
-    if (a->sinks.buffer) p->sinks_s = st32(&a->sinks, 0);
+    if (a->sinks.buffer) p->sinks_s = qattn_stride32(&a->sinks, 0);
     if (a->sinks.buffer) p->flags |= QH_DEC_SINKS;
     if (a->lse.buffer) p->flags |= QH_DEC_LSE;
     /* 4-element loads: 4 bytes of fp8/int8, 8 bytes of bf16 */

@@ -9,10 +9,6 @@
 #include "qh_backend.h"
 #include "qh_params.h"
 
-static int32_t st32(const qattn_tensor *t, int dim) {
-    return t->shape[dim] <= 1 ? 0 : (int32_t)t->strides[dim];
-}
-
 /* A tensor's view as the kernel reads it (KV store: addressed by slot). */
 static void put_view(uint32_t *dst, const qattn_tensor *t, int is_scale) {
     if (!t->buffer) {
@@ -38,14 +34,14 @@ qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
     p.k_scale = qh_addr(&a->k_scale);
     p.v_scale = qh_addr(&a->v_scale);
     for (int i = 0; i < 2; ++i) {
-        p.kn_s[i] = st32(&a->k_new, i);
-        p.vn_s[i] = st32(&a->v_new, i);
+        p.kn_s[i] = qattn_stride32(&a->k_new, i);
+        p.vn_s[i] = qattn_stride32(&a->v_new, i);
     }
     put_view(p.kc_v, &a->k_cache, 0);
     put_view(p.vc_v, &a->v_cache, 0);
     put_view(p.ks_v, &a->k_scale, 1);
     put_view(p.vs_v, &a->v_scale, 1);
-    p.slots_s = st32(&a->slot_mapping, 0);
+    p.slots_s = qattn_stride32(&a->slot_mapping, 0);
     p.n_slots = qattn_cache_view32_of(&a->k_cache, 0, 1).n_slots;
     p.T = (int32_t)a->k_new.shape[0];
     p.Hkv = (int32_t)a->k_new.shape[1];

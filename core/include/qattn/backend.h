@@ -94,6 +94,15 @@ struct qattn_backend_iface {
     const char *(*last_message)(void *be);
 };
 
+/** Stride of dimension `dim` in elements as int32 kernels take it: 0 for an
+ *  absent tensor or a dimension of extent <= 1 (its stride is free and is
+ *  never multiplied by more than 0). The core bounds every tensor's span to
+ *  int32, so every other stride fits. */
+static inline int32_t qattn_stride32(const qattn_tensor *t, int dim) {
+    if (!t || !t->buffer || t->shape[dim] <= 1) return 0;
+    return (int32_t)t->strides[dim];
+}
+
 /** For a backend's own extension calls (qattn_hip_set_stream, ...): the
  *  instance `ctx` runs on when it was created with `iface`, else NULL. */
 QATTN_API void *qattn_context_instance(qattn_context *ctx, const qattn_backend_iface *iface);
