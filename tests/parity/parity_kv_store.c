@@ -211,7 +211,7 @@ static void run_case(parity_ctx *pc, const store_case *c) {
     const int64_t bad[6] = {n_slots, n_slots + 3, -2, INT32_MIN, (int64_t)1 << 24, INT32_MAX};
     for (int t = 0; t < c->T; ++t) {
         int64_t s = (t % 5 == 3) ? -1 : 2 * t + qt_int(&rng, 0, 1);
-        if (c->bad && t % 4 == 1) s = bad[(t / 4) % 6];
+        if (c->bad && t % 3 == 1) s = bad[(t / 3 + c->T) % 6]; /* the oob cases cover all six */
         int32_t s32 = (int32_t)s;
         memcpy(pt_at(&slots, t, 0, 0, 0), &s32, 4);
     }
