@@ -168,7 +168,7 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
             return qh_fail(be, QATTN_ERR_INVALID_ARGUMENT,
                            "decode: plan splits cover %" PRId64 " keys, max_kv_len is %d",
                            (int64_t)p.keys_per_split * p.num_splits, (int)a->max_kv_len);
-        const uint64_t base = (uint64_t)(uintptr_t)ws->buffer->handle + ws->offset;
+        const uint64_t base = (uint64_t)(uintptr_t)qattn_buffer_handle(ws->buffer) + ws->offset;
         p.ws_o = base;
         p.ws_lse = base + rows * (uint64_t)D * 4u;
     }

@@ -50,6 +50,8 @@ void qattn_context_free(qattn_context *ctx) {
     free(ctx);
 }
 
+void *qattn_buffer_handle(const qattn_buffer *buf) { return buf ? buf->handle : NULL; }
+
 void *qattn_context_instance(qattn_context *ctx, const qattn_backend_iface *iface) {
     return ctx && iface && ctx->iface == iface ? ctx->be : NULL;
 }

@@ -8,6 +8,15 @@
 
 #define QATTN_ERROR_BYTES 1024
 
+/* The core's record of a buffer (opaque outside the core: backends see
+ * their handle through qattn_buffer_handle). */
+struct qattn_buffer {
+    qattn_context *owner;
+    void *handle;
+    uint64_t bytes;
+    int wrapped; /* non-zero: memory is the caller's; free releases the wrapper */
+};
+
 struct qattn_context {
     const qattn_backend_iface *iface;
     void *be;

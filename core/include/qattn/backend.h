@@ -20,14 +20,11 @@ extern "C" {
 
 #define QATTN_BACKEND_ABI 1
 
-/** The core's record of a buffer. `handle` belongs to the backend (a host
- *  pointer on cpu, the backend's own struct on GPUs). */
-struct qattn_buffer {
-    qattn_context *owner;
-    void *handle;
-    uint64_t bytes;
-    int wrapped; /* non-zero: memory is the caller's; free releases the wrapper */
-};
+/** A buffer is the core's record (opaque, so it can change without breaking
+ *  backends); a backend reaches its own part through this: the handle its
+ *  buffer_alloc or buffer_wrap returned (a host pointer on cpu, the
+ *  backend's own struct on GPUs). NULL for NULL. */
+QATTN_API void *qattn_buffer_handle(const qattn_buffer *buf);
 
 /** A resolved workspace range handed to op slots. buffer NULL = none. */
 typedef struct qattn_workspace {
