@@ -94,6 +94,12 @@ for lib in $libs; do
   else
     log "ok   $(basename "$lib") needs GLIBC_${need:-none} (host $host_glibc)"
   fi
+  # the soname carries the ABI policy: MAJOR.MINOR while the major is 0
+  ver=$(sed -n 's/^project(qattn VERSION \([0-9]*\)\.\([0-9]*\).*/\1 \2/p' "$src/CMakeLists.txt")
+  read -r vmaj vmin <<<"$ver"
+  want=$([ "$vmaj" = 0 ] && echo "so.$vmaj.$vmin" || echo "so.$vmaj")
+  soname=$(objdump -p "$lib" | awk '$1 == "SONAME" {print $2}')
+  case $soname in *."$want") ;; *) log "FAIL $(basename "$lib"): soname $soname, want *.$want"; fail=1;; esac
   # every library it needs resolves on the host (qattn's own from the prefix)
   deps=$(LD_LIBRARY_PATH=$(dirname "$lib") ldd "$lib")
   if grep -q 'not found' <<<"$deps"; then log "FAIL $(basename "$lib"): $(grep 'not found' <<<"$deps")"; fail=1; fi
