@@ -17,7 +17,9 @@
  * work on that stream and never wait for the device, so they can be
  * captured in a HIP graph (a CUDA graph on the NVIDIA platform): the graph
  * keeps the device addresses of the tensors, so replays read whatever the
- * buffers hold then. Buffer uploads and downloads are ordered on the same
+ * buffers hold then. QATTN_CHECK_INDICES=1 downloads the index tensors
+ * before each op, which waits for the device: leave it off while capturing.
+ * Buffer uploads and downloads are ordered on the same
  * stream and complete before they return (not capturable: do them outside
  * a capture); qattn_synchronize waits for the stream; qattn_last_op_time_ms
  * reads the events recorded around the last op.
