@@ -29,6 +29,8 @@ step() {
 }
 step parity "${PARITY_LIMIT:-120}" "$B/qattn_parity" --backend hip
 step twin 60 "$B/qattn_hip_twin_plans"
+# decode + KV store + MQA captured in a CUDA graph on the caller's stream
+step graph 60 "$B/qattn_hip_graph"
 step bench_quick 60 "$B/qattn-bench" --backend hip --iters 20 --json "$OUT/hip_bench_quick.json"
 # The seeds' presets one by one, so a slow one costs only its own limit.
 for p in $("$B/qattn-bench" --list | awk '$3 == "seed" {print $1}'); do

@@ -104,17 +104,14 @@ qattn_status qattn_vulkan_record_end(qattn_context *ctx, uint32_t *ops) {
 
 /* An op run with these arguments in QATTN_VK_PREPARE mode creates the
  * pipelines of its plan and launches nothing, so the tensors only need
- * shapes, dtypes and strides: they name a stand-in buffer at device address
- * 0 (which also makes every address-alignment choice its widest). */
-typedef struct warm_buffer {
-    qattn_vk_buffer vb;
-    qattn_buffer buf;
-} warm_buffer;
+ * shapes, dtypes and strides: they all name one small real allocation
+ * (aligned, so every address-alignment choice is its widest). */
+typedef qattn_buffer warm_buffer;
 
 static qattn_tensor warm_tensor(warm_buffer *w, qattn_dtype dt, int32_t rank, int64_t d0, int64_t d1,
                                 int64_t d2, int64_t d3) {
     const int64_t shape[4] = {d0, d1, d2, d3};
-    return qattn_tensor_contiguous(&w->buf, 0, dt, rank, shape);
+    return qattn_tensor_contiguous(w, 0, dt, rank, shape);
 }
 
 static qattn_status warm_decode(qattn_vk *vk, warm_buffer *w, const qattn_decode_plan *p) {
@@ -137,7 +134,7 @@ static qattn_status warm_decode(qattn_vk *vk, warm_buffer *w, const qattn_decode
     a.max_kv_len = (int32_t)P;
     a.sm_scale = 1.0f;
     a.window_left = -1;
-    qattn_workspace ws = {&w->buf, 0, p->workspace_bytes};
+    qattn_workspace ws = {w, 0, p->workspace_bytes};
     return qattn_vk_decode(vk, p, &a, p->workspace_bytes ? &ws : NULL);
 }
 
@@ -153,7 +150,7 @@ static qattn_status warm_mqa(qattn_vk *vk, warm_buffer *w, const qattn_mqa_logit
     a.ks = warm_tensor(w, QATTN_I32, 1, S, 0, 0, 0);
     a.ke = warm_tensor(w, QATTN_I32, 1, S, 0, 0, 0);
     a.logits = warm_tensor(w, QATTN_F32, 2, S, Skv, 0, 0);
-    qattn_workspace ws = {&w->buf, 0, p->workspace_bytes};
+    qattn_workspace ws = {w, 0, p->workspace_bytes};
     return qattn_vk_mqa_logits(vk, p, &a, p->workspace_bytes ? &ws : NULL);
 }
 #endif
@@ -202,34 +199,32 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_UNSUPPORTED, "set->mqa_plans: this build has no MQA op"),
                       fn);
 #endif
-    warm_buffer w;
-    memset(&w, 0, sizeof w);
-    w.buf.handle = &w.vb;
-    w.buf.owner = ctx;
-    w.buf.bytes = UINT64_MAX;
-    w.buf.wrapped = 1;
+    warm_buffer *w = NULL;
+    qattn_status as = qattn_buffer_alloc(ctx, 256, &w);
+    if (as != QATTN_OK) return as;
     const qattn_vk_mode saved = vk->mode;
     vk->mode = QATTN_VK_PREPARE;
     qattn_status s = QATTN_OK;
     char what[96];
     snprintf(what, sizeof what, "%s", fn);
     for (size_t i = 0; s == QATTN_OK && i < set->n_decode_plans; ++i) {
-        s = warm_decode(vk, &w, &set->decode_plans[i]);
+        s = warm_decode(vk, w, &set->decode_plans[i]);
         if (s != QATTN_OK) snprintf(what, sizeof what, "%s: decode_plans[%zu]", fn, i);
     }
 #ifdef QATTN_VK_HAVE_MQA
     for (size_t i = 0; s == QATTN_OK && i < set->n_mqa_plans; ++i) {
-        s = warm_mqa(vk, &w, &set->mqa_plans[i]);
+        s = warm_mqa(vk, w, &set->mqa_plans[i]);
         if (s != QATTN_OK) snprintf(what, sizeof what, "%s: mqa_plans[%zu]", fn, i);
     }
 #endif
     for (int dt = 0; s == QATTN_OK && dt < 32; ++dt)
         if (set->kv_store_dtypes & (1u << dt)) {
-            s = warm_kv_store(vk, &w, (qattn_dtype)dt);
+            s = warm_kv_store(vk, w, (qattn_dtype)dt);
             if (s != QATTN_OK) snprintf(what, sizeof what, "%s: kv_store %s", fn, qattn_dtype_name((qattn_dtype)dt));
         }
     if (vk->recording) qattn_vk_abandon(vk);
     vk->mode = saved;
+    qattn_buffer_free(ctx, w);
     return report(ctx, s, what);
 }
 

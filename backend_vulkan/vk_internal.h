@@ -192,21 +192,16 @@ qattn_status qattn_vk_buffer_wrap(void *be, void *native, uint64_t bytes, void *
 /* Device address of element 0 of t; 0 when t is absent (buffer NULL). */
 static inline VkDeviceAddress qattn_vk_addr(const qattn_tensor *t) {
     if (!t || !t->buffer) return 0;
-    const qattn_vk_buffer *b = (const qattn_vk_buffer *)t->buffer->handle;
+    const qattn_vk_buffer *b = (const qattn_vk_buffer *)qattn_buffer_handle(t->buffer);
     return b->address + t->offset;
 }
-/* Stride of dimension `dim` in elements as the int32 kernels use; 0 where
- * the dimension has extent 1 (its stride is never multiplied by more than 0,
- * and may be any value). The core has checked every tensor spans < 2^31
- * elements, so other strides fit. */
-static inline int32_t qattn_vk_stride(const qattn_tensor *t, int dim) {
-    if (!t || !t->buffer || t->shape[dim] <= 1) return 0;
-    return (int32_t)t->strides[dim];
-}
+/* Stride of dimension `dim` as the int32 kernels use it (qattn_stride32,
+ * qattn/backend.h: 0 where the extent is at most 1 or the tensor absent). */
+static inline int32_t qattn_vk_stride(const qattn_tensor *t, int dim) { return qattn_stride32(t, dim); }
 /* Device address of byte `offset` of a workspace range; 0 when none. */
 static inline VkDeviceAddress qattn_vk_ws_addr(const qattn_workspace *ws, uint64_t offset) {
     if (!ws || !ws->buffer) return 0;
-    const qattn_vk_buffer *b = (const qattn_vk_buffer *)ws->buffer->handle;
+    const qattn_vk_buffer *b = (const qattn_vk_buffer *)qattn_buffer_handle(ws->buffer);
     return b->address + ws->offset + offset;
 }
 

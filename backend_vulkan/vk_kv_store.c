@@ -7,9 +7,24 @@
 /* Mirrors the push block of kv_store.comp (std430). */
 typedef struct kv_store_push {
     uint64_t src[2], cache[2], scale[2], slots;
-    int32_t src_stride[4], cache_stride[4], scale_stride[4];
-    int32_t slots_stride, head_dim;
+    int32_t src_stride[4];
+    uint32_t cache_view[8], scale_view[8]; /* per K, V: page_rows, page, row, head stride */
+    int32_t slots_stride, head_dim, n_slots, pad_;
 } kv_store_push;
+
+/* The view (qattn/backend.h) as the shader reads it: slots address pages of
+ * one row for a rank-3 tensor, of P rows for a rank-4 one. */
+static void put_view(uint32_t *dst, const qattn_tensor *t, int is_scale) {
+    if (!t->buffer) {
+        dst[0] = 1; /* never read: bf16 caches have no scales */
+        return;
+    }
+    const qattn_cache_view32 v = qattn_cache_view32_of(t, is_scale, 1);
+    dst[0] = (uint32_t)v.page_rows;
+    dst[1] = v.page_stride;
+    dst[2] = v.row_stride;
+    dst[3] = v.head_stride;
+}
 
 /* Threads per workgroup: covers D = 64 in one step and keeps 128/256 to two
  * or four; the row is tiny, so more threads would only idle. */
@@ -27,7 +42,7 @@ static const char *shader_for(qattn_dtype dt) {
 
 qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *a) {
     qattn_vk *vk = (qattn_vk *)be;
-    const int64_t T = a->k_new.shape[0], Hkv = a->k_cache.shape[1];
+    const int64_t T = a->k_new.shape[0], Hkv = a->k_new.shape[1];
     if (T == 0) return QATTN_OK;
     const char *name = shader_for(a->k_cache.dtype);
     if (!name) return qattn_vk_fail(vk, QATTN_ERR_DTYPE, "kv_store: cache dtype %s", qattn_dtype_name(a->k_cache.dtype));
@@ -46,14 +61,13 @@ qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *a) {
         p.scale[w] = qattn_vk_addr(scale[w]);
         p.src_stride[2 * w] = qattn_vk_stride(src[w], 0);
         p.src_stride[2 * w + 1] = qattn_vk_stride(src[w], 1);
-        p.cache_stride[2 * w] = qattn_vk_stride(cache[w], 0);
-        p.cache_stride[2 * w + 1] = qattn_vk_stride(cache[w], 1);
-        p.scale_stride[2 * w] = qattn_vk_stride(scale[w], 0);
-        p.scale_stride[2 * w + 1] = qattn_vk_stride(scale[w], 1);
+        put_view(p.cache_view + 4 * w, cache[w], 0);
+        put_view(p.scale_view + 4 * w, scale[w], 1);
     }
     p.slots = qattn_vk_addr(&a->slot_mapping);
     p.slots_stride = qattn_vk_stride(&a->slot_mapping, 0);
-    p.head_dim = (int32_t)a->k_cache.shape[2];
+    p.head_dim = (int32_t)a->k_new.shape[2];
+    p.n_slots = qattn_cache_view32_of(&a->k_cache, 0, 1).n_slots;
 
     const uint32_t spec[1] = {KV_STORE_WG};
     VkPipeline pipe;

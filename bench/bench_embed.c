@@ -233,10 +233,13 @@ int bench_embed_record(qattn_context *ctx, const bench_preset *p, const bench_co
                 r.kv_lens.buffer = cb[7];
                 r.o.buffer = cb[8];
                 r.o.offset = 0;
-                const qattn_decode_options ro = {.variant = QATTN_DECODE_GENERIC};
+                const qattn_decode_options ro = {.variant = QATTN_DECODE_SIMT};
                 qattn_decode_plan rp;
+                qattn_buffer *rws = NULL;
                 ok = qattn_decode_plan_create(cpu, &r, &ro, &rp) == QATTN_OK &&
-                     qattn_decode_run(cpu, &rp, &r, NULL, 0) == QATTN_OK;
+                     qattn_buffer_alloc(cpu, rp.workspace_bytes, &rws) == QATTN_OK &&
+                     qattn_decode_run(cpu, &rp, &r, rws, 0) == QATTN_OK;
+                qattn_buffer_free(cpu, rws);
             }
             for (int i = 0; i < 9; ++i) qattn_buffer_free(cpu, cb[i]);
             qattn_context_free(cpu);

@@ -14,41 +14,25 @@
 #include <string.h>
 
 #include "bench.h"
+#include "qattn/backends.h"
 #include "qattn/qattn.h"
 #ifdef QATTN_BENCH_HAVE_VULKAN
 #include "bench_embed.h"
 #include "qattn/vulkan.h"
 #endif
-#ifdef QATTN_BENCH_HAVE_HIP
-#include "qattn/hip.h"
-#endif
-
-typedef struct named_backend {
-    const char *name;
-    const qattn_backend_iface *(*get)(void);
-} named_backend;
-
-static const named_backend BACKENDS[] = {
-#ifdef QATTN_BENCH_HAVE_HIP
-    {"hip", qattn_backend_hip},
-#endif
-#ifdef QATTN_BENCH_HAVE_VULKAN
-    {"vulkan", qattn_backend_vulkan},
-#endif
-    {"cpu", qattn_backend_cpu},
-};
-enum { N_BACKENDS = sizeof BACKENDS / sizeof BACKENDS[0] };
 
 /* auto: the first backend (hip, then vulkan, then cpu) that opens a device;
  * a Vulkan device that is itself a CPU rasterizer (llvmpipe) still counts,
  * since it runs the Vulkan shaders for real. */
 static qattn_context *open_backend(const char *want, const char *device, char *err, size_t n) {
     qattn_context_options opt = {.device = device};
-    for (int i = 0; i < N_BACKENDS; ++i) {
-        if (strcmp(want, "auto") != 0 && strcmp(want, BACKENDS[i].name) != 0) continue;
+    const qattn_backend_iface *b;
+    const char *name = NULL;
+    for (int i = 0; (b = qattn_backend_at(i, &name)); ++i) {
+        if (strcmp(want, "auto") != 0 && strcmp(want, name) != 0) continue;
         qattn_context *ctx = NULL;
-        if (qattn_context_create(BACKENDS[i].get(), &opt, &ctx, err, n) == QATTN_OK) return ctx;
-        if (strcmp(want, "auto") == 0) fprintf(stderr, "qattn-bench: %s unavailable: %s\n", BACKENDS[i].name, err);
+        if (qattn_context_create(b, &opt, &ctx, err, n) == QATTN_OK) return ctx;
+        if (strcmp(want, "auto") == 0) fprintf(stderr, "qattn-bench: %s unavailable: %s\n", name, err);
     }
     if (strcmp(want, "auto") != 0 && err[0] == '\0') snprintf(err, n, "backend %s not built", want);
     return NULL;

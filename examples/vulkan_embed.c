@@ -292,9 +292,12 @@ int main(void) {
                 break;
             }
     qattn_decode_plan cplan;
+    qattn_buffer *cws = NULL;
     if (qattn_kv_store(cpu, &ckv) != QATTN_OK || qattn_decode_plan_create(cpu, &cde, NULL, &cplan) != QATTN_OK ||
-        qattn_decode_run(cpu, &cplan, &cde, NULL, 0) != QATTN_OK)
+        qattn_buffer_alloc(cpu, cplan.workspace_bytes, &cws) != QATTN_OK ||
+        qattn_decode_run(cpu, &cplan, &cde, cws, 0) != QATTN_OK)
         DIE("cpu reference: %s", qattn_last_error(cpu));
+    qattn_buffer_free(cpu, cws);
     int bad = 0;
     for (int i = 0; i < HQ * D; ++i) {
         const float g = qattn_bf16_to_f32(((uint16_t *)eb[O].map)[i]), r = qattn_bf16_to_f32(((uint16_t *)copy[O])[i]);

@@ -10,8 +10,14 @@
 # built once with mmdebstrap and cached outside the checkout, with the checkout
 # bind-mounted at the same path so build trees stay valid on either side.
 #
+#   scripts/toolchain.sh --root  prints the root's path (building it if missing),
+#                                for scripts that take single tools from it
+#
 # Environment:
 #   QATTN_TOOLROOT    where the cached root lives (default /var/cache/qattn/<tag>)
+#   QATTN_DEBIAN_MIRROR  the Debian archive the root is built from (default: the
+#                     first Debian archive in this host's apt sources, else
+#                     http://deb.debian.org/debian)
 #   QATTN_FORCE_ROOT  1 = use the root even if the host looks complete
 #   QATTN_NO_ROOT     1 = never build or use the root (fail if tools are missing)
 set -euo pipefail
@@ -53,6 +59,21 @@ host_has_tools() {
   rm -rf "$t"
 }
 
+# The Debian archive this host's apt already uses (deb822 .sources "URIs:"
+# lines or one-line "deb URI suite" entries; security archives skipped), so
+# the root comes from the same mirror, proxy or snapshot as the host.
+debian_mirror() {
+  if [ -n "${QATTN_DEBIAN_MIRROR:-}" ]; then echo "$QATTN_DEBIAN_MIRROR"; return; fi
+  local f u
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] || continue
+    u=$(sed -n -e 's/^URIs:[[:space:]]*//p' -e 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\).*/\2/p' "$f" |
+        tr ' ' '\n' | grep -E '^https?://' | grep -E '/debian/?$' | head -1)
+    if [ -n "$u" ]; then echo "${u%/}"; return; fi
+  done
+  echo http://deb.debian.org/debian
+}
+
 build_root() {
   [ "$(id -u)" = 0 ] || { log "building the Debian 13 root needs root"; exit 1; }
   if ! command -v mmdebstrap >/dev/null; then
@@ -64,8 +85,9 @@ build_root() {
   rm -rf "$tmp"; mkdir -p "$(dirname "$root")"
   log "building $root (once; about a minute plus downloads)"
   local inc; inc=$(IFS=,; echo "${packages[*]}")
-  mmdebstrap --variant=apt --include="$inc" trixie "$tmp" \
-    http://deb.debian.org/debian >&2
+  local mirror; mirror=$(debian_mirror)
+  log "mirror $mirror (from this host's apt sources unless QATTN_DEBIAN_MIRROR is set)"
+  mmdebstrap --variant=apt --include="$inc" trixie "$tmp" "$mirror" >&2
   mv "$tmp" "$root"
 }
 
@@ -93,7 +115,14 @@ run_in_root() {
 }
 
 if [ $# -eq 0 ]; then
-  echo "usage: $0 CMD [ARGS...]" >&2; exit 2
+  echo "usage: $0 CMD [ARGS...] | --root | --mirror" >&2; exit 2
+fi
+if [ "$1" = --root ]; then
+  [ -f "$root/usr/bin/cmake" ] || build_root
+  echo "$root"; exit 0
+fi
+if [ "$1" = --mirror ]; then
+  debian_mirror; exit 0
 fi
 
 if [ "${QATTN_IN_TOOLROOT:-}" = 1 ] || { [ "${QATTN_FORCE_ROOT:-}" != 1 ] && host_has_tools; }; then

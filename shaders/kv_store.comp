@@ -3,6 +3,13 @@
 // bit-identical to the CPU reference. One workgroup per (token, kv head,
 // K-or-V); threads stride over the head dim.
 //
+// Caches and scales are addressed through their views (qattn_cache_view32,
+// qattn/backend.h): slot s is page s / page_rows, row s % page_rows, and
+// the element offset is formed in 32-bit unsigned arithmetic, exact for a
+// slot inside the cache. A slot outside [0, n_slots) (-1 is padding) is
+// skipped before anything is addressed; QATTN_CHECK_INDICES=1 makes the
+// core refuse such a call instead.
+//
 // Variants (defines): KV_BF16 | KV_FP8FN | KV_FP8FNUZ | KV_I8.
 // Spec constants: 0 = workgroup size.
 #extension GL_GOOGLE_include_directive : require
@@ -13,15 +20,22 @@ layout(local_size_x_id = 0) in;
 
 layout(push_constant, std430) uniform Push {
     uint64_t src[2];      // k_new, v_new   [T, Hkv, D] bf16
-    uint64_t cache[2];    // k_cache, v_cache [N_slots, Hkv, D]
-    uint64_t scale[2];    // k_scale, v_scale [N_slots, Hkv] f32 (0 for bf16)
+    uint64_t cache[2];    // k_cache, v_cache, rank 3 or 4
+    uint64_t scale[2];    // k_scale, v_scale f32, rank 2 or 3 (0 for bf16)
     uint64_t slots;       // [T] i32
     int src_stride[4];    // (k_new t, k_new h, v_new t, v_new h)
-    int cache_stride[4];  // (k slot, k head, v slot, v head)
-    int scale_stride[4];  // (k slot, k head, v slot, v head)
+    uint cache_view[8];   // per K, V: page_rows, page_stride, row_stride, head_stride
+    uint scale_view[8];   // the same for k_scale, v_scale
     int slots_stride;
     int head_dim;
+    int n_slots;
+    int pad_;
 } pc;
+
+// Element offset of (slot, head g) in view v of the push block's array.
+uint view_offset(uint prows, uint pstride, uint rstride, uint hstride, uint slot, uint g) {
+    return (slot / prows) * pstride + (slot % prows) * rstride + g * hstride;
+}
 
 shared uint red[64];
 
@@ -29,10 +43,12 @@ void main() {
     const int t = int(gl_WorkGroupID.x), g = int(gl_WorkGroupID.y), w = int(gl_WorkGroupID.z);
     const int tid = int(gl_LocalInvocationID.x), nt = int(gl_WorkGroupSize.x);
     const int slot = RefI32(qa_at(pc.slots, int64_t(t) * pc.slots_stride, 4)).v[0];
-    if (slot < 0) return; // -1: padding (the core checks the rest when asked)
+    if (slot < 0 || slot >= pc.n_slots) return; // -1 padding, or outside the cache: skipped
     const uint64_t src = qa_at(pc.src[w], int64_t(t) * pc.src_stride[2 * w] +
                                               int64_t(g) * pc.src_stride[2 * w + 1], 2);
-    const int64_t crow = int64_t(slot) * pc.cache_stride[2 * w] + int64_t(g) * pc.cache_stride[2 * w + 1];
+    const int64_t crow = int64_t(view_offset(pc.cache_view[4 * w], pc.cache_view[4 * w + 1],
+                                             pc.cache_view[4 * w + 2], pc.cache_view[4 * w + 3],
+                                             uint(slot), uint(g)));
 #if defined(KV_BF16)
     const uint64_t dst = qa_at(pc.cache[w], crow, 2);
     for (int d = tid; d < pc.head_dim; d += nt) RefU16(dst).v[d] = RefU16(src).v[d];
@@ -68,7 +84,9 @@ void main() {
         RefU8(dst).v[d] = uint8_t(code);
     }
     if (tid == 0) {
-        const int64_t s = int64_t(slot) * pc.scale_stride[2 * w] + int64_t(g) * pc.scale_stride[2 * w + 1];
+        const int64_t s = int64_t(view_offset(pc.scale_view[4 * w], pc.scale_view[4 * w + 1],
+                                              pc.scale_view[4 * w + 2], pc.scale_view[4 * w + 3],
+                                              uint(slot), uint(g)));
         RefU32(qa_at(pc.scale[w], s, 4)).v[0] = scale;
     }
 #endif

@@ -66,6 +66,28 @@ endfunction()
 # ---- 3. the real backend ----
 if(TARGET qattn_hip)
   qattn_hip_twin_test(qattn_hip_twin_plans qattn_hip hip_twin_plans)
+  # decode + KV store + MQA captured in the caller's graph on the caller's
+  # stream, replayed with new inputs (tests/hip/hip_graph.c); it calls the
+  # runtime itself, through the backend's platform header
+  get_target_property(_hip_plat qattn_hip QATTN_HIP_PLATFORM)
+  add_executable(qattn_hip_graph ${CMAKE_CURRENT_LIST_DIR}/hip/hip_graph.c)
+  target_include_directories(qattn_hip_graph PRIVATE ${CMAKE_CURRENT_LIST_DIR}/common
+                             ${PROJECT_SOURCE_DIR}/backend_hip/src)
+  target_link_libraries(qattn_hip_graph PRIVATE qattn_hip qattn_core)
+  if(_hip_plat STREQUAL "amd")
+    target_compile_definitions(qattn_hip_graph PRIVATE QH_PLATFORM_AMD)
+    target_include_directories(qattn_hip_graph SYSTEM PRIVATE ${QATTN_HIP_INCLUDE_DIR})
+    target_link_libraries(qattn_hip_graph PRIVATE ${QATTN_AMDHIP64_LIBRARY})
+  else()
+    find_package(CUDAToolkit REQUIRED) # its imported targets are per directory
+    target_compile_definitions(qattn_hip_graph PRIVATE QH_PLATFORM_NVIDIA)
+    target_link_libraries(qattn_hip_graph PRIVATE CUDA::cudart_static)
+  endif()
+  if(QATTN_PARITY_LIBM)
+    target_link_libraries(qattn_hip_graph PRIVATE ${QATTN_PARITY_LIBM})
+  endif()
+  add_test(NAME hip_graph COMMAND qattn_hip_graph)
+  set_tests_properties(hip_graph PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "hip;parity")
   foreach(op ${QATTN_PARITY_OPS})
     add_test(NAME parity_hip_${op} COMMAND qattn_parity --backend hip --op ${op})
     set_tests_properties(parity_hip_${op} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
@@ -84,7 +106,7 @@ foreach(sim ${_hip_sims})
   # weak references, which alone would not pull them from the archive
   target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>"
                         qattn_core)
-  target_compile_definitions(${exe} PRIVATE QATTN_PARITY_HAVE_HIP)
+  target_compile_definitions(${exe} PRIVATE QATTN_LINKS_HIP) # the simulation is the hip backend
   qattn_hip_twin_test(qattn_hip_twin_plans_hostsim_${sim}
                       "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>"
                       hip_hostsim_${sim}_twin_plans)

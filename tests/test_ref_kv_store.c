@@ -6,10 +6,12 @@
  *  (b) seeded random tokens against an independent f32 loop in this file,
  *      codes and scales compared bit for bit (spec section 4);
  *  (c) slot -1 skipped, slots never named left untouched, token-major and
- *      head-major caches with padding, and a bad slot rejected with nothing
- *      written.
+ *      head-major caches with padding, and a slot outside the cache skipped
+ *      (or, with QATTN_CHECK_INDICES=1, the call refused with nothing
+ *      written), guard slots past the cache untouched.
  * Caches and scales are poisoned with 0xFF before every run.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include <fenv.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,25 +343,51 @@ static void test_random_vs_f32(void **state) {
     qattn_context_free(ctx);
 }
 
-/* A slot outside [0, N_slots) other than -1 fails the whole call and
- * nothing is written, not even the tokens before it. */
+/* A slot outside [0, N_slots) other than -1 (spec 2, issue 11 rows 11-12):
+ * without the index mode that token is skipped and every other token is
+ * stored; with QATTN_CHECK_INDICES=1 the call fails and writes nothing. The
+ * images hold GUARD slots past the described cache (and the slack after
+ * them), which must keep the poison: a write at slot N_slots lands there. */
+#define GUARD 4
 static void test_bad_slot(void **state) {
     (void)state;
     qattn_context *ctx = cpu_ctx();
     qt_rng rng = qt_rng_for("kv_store.bad_slot");
-    const int32_t bad[3] = {10, -2, 1000};
-    for (int i = 0; i < 3; ++i) {
-        kcfg c = {"bad_slot", 4, 2, 64, i == 1 ? QATTN_I8 : QATTN_FP8_E4M3FN, 10, i == 2, 1};
-        qt_rng_case(&rng, (uint64_t)i);
-        kfix f = kfix_make(&rng, &c);
-        qt_ht_set_i32(&f.map, 3, bad[i]); /* the last token */
-        qattn_status s = kfix_run(ctx, &f);
-        QT_CHECK(&rng, s == QATTN_ERR_INDEX_OUT_OF_RANGE, "slot %d: got %s", bad[i], qattn_status_name(s));
-        QT_CHECK(&rng, qt_ht_all_bytes(&f.kc, POISON) && qt_ht_all_bytes(&f.vc, POISON),
-                 "slot %d: cache written", bad[i]);
-        QT_CHECK(&rng, qt_ht_all_bytes(&f.ks, POISON) && qt_ht_all_bytes(&f.vs, POISON),
-                 "slot %d: scales written", bad[i]);
-        kfix_free(ctx, &f);
+    const int32_t N = 10;
+    const int32_t bad[] = {N, N + 1, -2, INT32_MIN, INT32_MAX, 1 << 24};
+    for (int check = 0; check < 2; ++check) {
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+            kcfg c = {"bad_slot", 4, 2, 64, i % 3 == 1 ? QATTN_I8 : i % 3 ? QATTN_BF16 : QATTN_FP8_E4M3FN,
+                      N + GUARD, (int)(i % 2), 1};
+            qt_rng_case(&rng, (uint64_t)(check * 16 + (int)i));
+            kfix f = kfix_make(&rng, &c);
+            qt_ht *desc[4] = {&f.kc, &f.vc, &f.ks, &f.vs};
+            for (int k = 0; k < 4; ++k) desc[k]->shape[0] = N; /* the guard slots are outside */
+            /* token 0 the bad slot, 1 padding, 2 and 3 inside the cache;
+             * f.slots (the expectation) names no slot for token 0 */
+            const int32_t map[4] = {bad[i], -1, 3, 7}, want[4] = {2 * N, -1, 3, 7};
+            for (int t = 0; t < c.T; ++t) {
+                f.slots[t] = want[t];
+                qt_ht_set_i32(&f.map, t, map[t]);
+            }
+            if (check) setenv("QATTN_CHECK_INDICES", "1", 1);
+            qattn_status s = kfix_run(ctx, &f);
+            unsetenv("QATTN_CHECK_INDICES");
+            if (check) {
+                QT_CHECK(&rng, s == QATTN_ERR_INDEX_OUT_OF_RANGE, "index mode, slot %d: got %s", bad[i],
+                         qattn_status_name(s));
+                QT_CHECK(&rng, strstr(qattn_last_error(ctx), "slot_mapping[0]") != NULL,
+                         "index mode: message \"%s\" does not name slot_mapping[0]", qattn_last_error(ctx));
+                for (int k = 0; k < 4; ++k)
+                    QT_CHECK(&rng, !desc[k]->data || qt_ht_all_bytes(desc[k], POISON),
+                             "index mode, slot %d: tensor %d written", bad[i], k);
+            } else {
+                QT_CHECK(&rng, s == QATTN_OK, "slot %d: got %s: %s", bad[i], qattn_status_name(s),
+                         qattn_last_error(ctx));
+                check_all(&rng, &f); /* the other tokens stored; guard slots and gaps poison */
+            }
+            kfix_free(ctx, &f);
+        }
     }
     qattn_context_free(ctx);
 }

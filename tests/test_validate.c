@@ -120,7 +120,51 @@ static void m_bf16_with_scales(decode_fix *f, qattn_decode_args *a) {
 static void m_foreign(decode_fix *f, qattn_decode_args *a) { a->k_cache.buffer = f->foreign; }
 static void m_max_len(decode_fix *f, qattn_decode_args *a) { a->max_kv_len = -1; }
 
+/* The fixture's cache as rank 4: NPAGES pages of P rows (the same memory). */
+static qattn_tensor paged(qattn_tensor t, int64_t pages, int64_t rows) {
+    const int64_t h = t.shape[1], d = t.shape[2];
+    t.rank = 4;
+    t.shape[0] = pages;
+    t.shape[1] = rows;
+    t.shape[2] = h;
+    t.shape[3] = d;
+    t.strides[0] = rows * h * d;
+    t.strides[1] = h * d;
+    t.strides[2] = d;
+    t.strides[3] = 1;
+    return t;
+}
+static void m_k_rows_per_page(decode_fix *f, qattn_decode_args *a) {
+    a->k_cache = paged(a->k_cache, NS / (2 * P), 2 * P);
+    a->v_cache = paged(a->v_cache, NS / (2 * P), 2 * P);
+}
+static void m_k_rank2(decode_fix *f, qattn_decode_args *a) { a->k_cache.rank = 2; }
+static void m_v4_slots(decode_fix *f, qattn_decode_args *a) {
+    a->k_cache = paged(a->k_cache, NPAGES, P);
+    a->v_cache = paged(a->v_cache, NPAGES - 1, P);
+}
+static void m_scale3_rows(decode_fix *f, qattn_decode_args *a) {
+    a->k_scale.rank = 3;
+    a->k_scale.shape[0] = NS / 8;
+    a->k_scale.shape[1] = 8;
+    a->k_scale.shape[2] = HKV;
+    a->k_scale.strides[0] = 8 * HKV;
+    a->k_scale.strides[1] = HKV;
+    a->k_scale.strides[2] = 1;
+}
+static void m_scale_rank1(decode_fix *f, qattn_decode_args *a) { a->k_scale.rank = 1; }
+static void m_scale_last_stride(decode_fix *f, qattn_decode_args *a) {
+    a->k_scale.strides[1] = 3;
+    a->k_scale.shape[0] = 4;
+}
+
 static const decode_case DECODE_CASES[] = {
+    {"rank-4 cache, P != page_size", QATTN_ERR_SHAPE, "k_cache: rank 4 with 8 rows per page", m_k_rows_per_page, 0},
+    {"cache rank 2", QATTN_ERR_SHAPE, "k_cache: rank 2", m_k_rank2, 0},
+    {"rank-4 v_cache slot count", QATTN_ERR_SHAPE, "v_cache: 28 slots", m_v4_slots, 0},
+    {"rank-3 scale, P != page_size", QATTN_ERR_SHAPE, "k_scale: rank 3", m_scale3_rows, 0},
+    {"scale rank 1", QATTN_ERR_SHAPE, "k_scale: rank 1", m_scale_rank1, 0},
+    {"scale head stride 3", QATTN_ERR_STRIDE, "k_scale", m_scale_last_stride, 0},
     {"q dtype", QATTN_ERR_DTYPE, "q:", m_q_dtype, 0},
     {"v_cache slot count", QATTN_ERR_SHAPE, "v_cache", m_v_slots, 0},
     {"k/v dtypes differ", QATTN_ERR_DTYPE, "v_cache", m_kv_dtype_mix, 0},
@@ -205,6 +249,39 @@ static void test_decode_baseline_and_plan_rules(void **state) {
     assert_false(qt_buf_all(f->ctx, f->lse, QT_POISON));
 }
 
+/* The cache forms of spec 2 over the same memory give the same bytes: the
+ * fixture's caches as rank 4 (NPAGES pages of P rows) and their scales as
+ * rank 3; and broadcast scales (per token: head stride 0; per tensor: every
+ * stride 0) are accepted for reading. */
+static void test_decode_forms(void **state) {
+    decode_fix *f = *state;
+    qattn_decode_plan plan;
+    uint8_t o3[B * R * HQ * D * 2], o4[sizeof o3];
+    assert_int_equal(qattn_decode_plan_create(f->ctx, &f->a, NULL, &plan), QATTN_OK);
+    assert_int_equal(qattn_decode_run(f->ctx, &plan, &f->a, f->ws, 0), QATTN_OK);
+    assert_int_equal(qattn_buffer_download(f->ctx, f->o, 0, o3, sizeof o3), QATTN_OK);
+    qattn_decode_args a = f->a;
+    a.k_cache = paged(a.k_cache, NPAGES, P);
+    a.v_cache = paged(a.v_cache, NPAGES, P);
+    a.k_scale = qattn_tensor_contiguous(f->ks, 0, QATTN_F32, 3, (int64_t[]){NPAGES, P, HKV});
+    a.v_scale = qattn_tensor_contiguous(f->vs, 0, QATTN_F32, 3, (int64_t[]){NPAGES, P, HKV});
+    qattn_status s = qattn_decode_plan_create(f->ctx, &a, NULL, &plan);
+    if (s == QATTN_OK) s = qattn_decode_run(f->ctx, &plan, &a, f->ws, 0);
+    if (s != QATTN_OK) fail_msg("rank-4 cache: %s: %s", qattn_status_name(s), qattn_last_error(f->ctx));
+    assert_int_equal(qattn_buffer_download(f->ctx, f->o, 0, o4, sizeof o4), QATTN_OK);
+    assert_memory_equal(o3, o4, sizeof o3);
+    for (int tensor = 0; tensor < 2; ++tensor) {
+        a = f->a;
+        a.k_scale.strides[1] = 0; /* per token */
+        if (tensor) a.k_scale.strides[0] = a.v_scale.strides[0] = a.v_scale.strides[1] = 0;
+        s = qattn_decode_plan_create(f->ctx, &a, NULL, &plan);
+        if (s == QATTN_OK) s = qattn_decode_run(f->ctx, &plan, &a, f->ws, 0);
+        if (s != QATTN_OK)
+            fail_msg("%s scales: %s: %s", tensor ? "per-tensor" : "per-token", qattn_status_name(s),
+                     qattn_last_error(f->ctx));
+    }
+}
+
 /* QATTN_CHECK_INDICES=1 verifies pages, lengths and indptr before launching. */
 static void test_decode_index_check(void **state) {
     decode_fix *f = *state;
@@ -262,7 +339,7 @@ static void test_kv_store_rules(void **state) {
         .k_scale = qattn_tensor_contiguous(ks, 0, QATTN_F32, 2, (int64_t[]){NS, HKV}),
         .v_scale = qattn_tensor_contiguous(vs, 0, QATTN_F32, 2, (int64_t[]){NS, HKV}),
     };
-    struct { const char *what; qattn_status want; const char *names; qattn_kv_store_args a; } cases[8];
+    struct { const char *what; qattn_status want; const char *names; qattn_kv_store_args a; } cases[16];
     int n = 0;
     cases[n] = (__typeof__(cases[0])){"k_new dtype", QATTN_ERR_DTYPE, "k_new", good};
     cases[n++].a.k_new.dtype = QATTN_F16;
@@ -276,6 +353,20 @@ static void test_kv_store_rules(void **state) {
     cases[n++].a.k_cache.shape[1] = 1;
     cases[n] = (__typeof__(cases[0])){"k_new non-contiguous", QATTN_ERR_STRIDE, "k_new", good};
     cases[n++].a.k_new.strides[2] = 3;
+    /* the KV store writes its caches and scales: no broadcast */
+    cases[n] = (__typeof__(cases[0])){"k_scale per token", QATTN_ERR_STRIDE, "k_scale", good};
+    cases[n++].a.k_scale.strides[1] = 0;
+    cases[n] = (__typeof__(cases[0])){"v_scale per slot only", QATTN_ERR_STRIDE, "v_scale: stride[0] is 0", good};
+    cases[n++].a.v_scale.strides[0] = 0;
+    cases[n] = (__typeof__(cases[0])){"k_cache slots aliased", QATTN_ERR_STRIDE, "k_cache: stride[0] is 0", good};
+    cases[n++].a.k_cache.strides[0] = 0;
+    cases[n] = (__typeof__(cases[0])){"rank-4 cache, 0 rows per page", QATTN_ERR_SHAPE, "k_cache: shape[1] = 0", good};
+    cases[n].a.k_cache = paged(good.k_cache, NS, 1);
+    cases[n++].a.k_cache.shape[1] = 0;
+    cases[n] = (__typeof__(cases[0])){"rank-4 cache, scales of fewer slots", QATTN_ERR_SHAPE, "k_scale", good};
+    cases[n].a.k_cache = paged(good.k_cache, NS / 4, 4);
+    cases[n].a.v_cache = paged(good.v_cache, NS / 4, 4);
+    cases[n++].a.k_scale.shape[0] = NS - 4;
     for (int i = 0; i < n; ++i) {
         qattn_status s = qattn_kv_store(ctx, &cases[i].a);
         if (s != cases[i].want || !strstr(qattn_last_error(ctx), cases[i].names)) {
@@ -295,6 +386,12 @@ static void test_kv_store_rules(void **state) {
                 qt_buf_all(ctx, ks, QT_POISON) && qt_buf_all(ctx, vs, QT_POISON));
     assert_int_equal(qattn_kv_store(ctx, &good), QATTN_OK);
     assert_false(qt_buf_all(ctx, kc, QT_POISON));
+    /* rank-4 caches with rank-3 scales, P = 8 (slot 31: page 3, row 7) */
+    qattn_kv_store_args paged4 = good;
+    paged4.k_cache = paged(good.k_cache, NS / 8, 8);
+    paged4.v_cache = paged(good.v_cache, NS / 8, 8);
+    paged4.k_scale = qattn_tensor_contiguous(ks, 0, QATTN_F32, 3, (int64_t[]){NS / 8, 8, HKV});
+    assert_int_equal(qattn_kv_store(ctx, &paged4), QATTN_OK);
     qattn_buffer *all[] = {k, v, sm, kc, vc, ks, vs, bsm};
     for (size_t i = 0; i < 8; ++i) qattn_buffer_free(ctx, all[i]);
     qattn_context_free(ctx);
@@ -375,6 +472,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_decode_rules, decode_setup, decode_teardown),
         cmocka_unit_test_setup_teardown(test_decode_baseline_and_plan_rules, decode_setup, decode_teardown),
         cmocka_unit_test_setup_teardown(test_decode_index_check, decode_setup, decode_teardown),
+        cmocka_unit_test_setup_teardown(test_decode_forms, decode_setup, decode_teardown),
         cmocka_unit_test(test_kv_store_rules),
         cmocka_unit_test(test_mqa_rules),
     };

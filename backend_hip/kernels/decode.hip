@@ -37,18 +37,25 @@
  * because the validator bounds every tensor to INT32_MAX elements. */
 QH_DEV uint32_t off32(int32_t a, int32_t stride) { return (uint32_t)a * (uint32_t)stride; }
 
-/* Slot of key `key` of the request whose pages start at kv_indices[page_base],
- * or -1 when the page table points outside the cache. Branch-free (the
- * index read goes to a clamped position and validity is selected): nested
- * divergent branches cost wave64 a saved exec mask each, and the generic
- * kernel's loop is at the edge of gfx942's scalar register budget. The
- * kernels do not call it when n_pages is 0. */
-QH_DEV int32_t dec_slot(const qh_decode_params &p, int32_t page_base, int32_t key) {
+/* Page of key `key` of the request whose pages start at kv_indices[page_base]
+ * (its row in the page in *row), or -1 when the page table points outside
+ * the cache. Branch-free (the index read goes to a clamped position and
+ * validity is selected): nested divergent branches cost wave64 a saved exec
+ * mask each, and the generic kernel's loop is at the edge of gfx942's
+ * scalar register budget. The kernels do not call it when n_pages is 0. */
+QH_DEV int32_t dec_page(const qh_decode_params &p, int32_t page_base, int32_t key, int32_t *row) {
     const uint32_t pos = (uint32_t)page_base + (uint32_t)(key / p.page_size);
     const bool pos_ok = page_base >= 0 && pos < (uint32_t)p.n_pages;
     const int32_t page = p.indices[off32(pos_ok ? (int32_t)pos : 0, p.indices_s)];
-    const int64_t slot = (int64_t)page * p.page_size + key % p.page_size;
-    return (pos_ok && page >= 0 && slot < p.n_slots) ? (int32_t)slot : -1;
+    *row = key % p.page_size;
+    const int64_t slot = (int64_t)page * p.page_size + *row;
+    return (pos_ok && page >= 0 && slot < p.n_slots) ? page : -1;
+}
+
+/* Element offset of (page, row) in a view with page stride ps and row
+ * stride rs: exact in 32 bits inside the cache (qh_params.h). */
+QH_DEV uint32_t dec_row_off(int32_t page, int32_t row, uint32_t ps, uint32_t rs) {
+    return (uint32_t)page * ps + (uint32_t)row * rs;
 }
 
 QH_DEV float dec_softcap(const qh_decode_params &p, float s) {
@@ -120,7 +127,7 @@ QH_DEV void decode_generic(const qh_decode_params &p) {
     /* scores, then probabilities (times v_scale); at the end the scratch of
      * the cross-thread reduction (MR/4 rows x wg x 4 floats fit exactly) */
     __shared__ float s_s[MR][QH_DEC_MAX_WG];
-    __shared__ int32_t slot_s[QH_DEC_MAX_WG];
+    __shared__ int32_t slot_s[QH_DEC_MAX_WG]; /* each key's V row offset, -1 masked */
     __shared__ float vsc_s[QH_DEC_MAX_WG];
     __shared__ float m_s[MR], l_s[MR], alpha_s[MR];
 
@@ -179,13 +186,16 @@ QH_DEV void decode_generic(const qh_decode_params &p) {
          * slots (rows past M hold zeros and are discarded in phase 2) ---- */
         {
             const int32_t key = t0 + tid;
-            const int32_t slot = key < k_hi ? dec_slot(p, page_base, key) : -1;
+            int32_t row = 0;
+            const int32_t page = key < k_hi ? dec_page(p, page_base, key, &row) : -1;
             /* No branch around the loads: an invalid key reads slot 0 (the
              * kernel is not launched with an empty cache) and is masked. */
-            const int32_t rs = slot >= 0 ? slot : 0;
-            const uint8_t *krow = kbase + (uint64_t)off32(rs, p.k_ss) * ESZ;
-            const float ksc = FMT != QH_BF16 ? kscale[off32(rs, p.ks_ss)] * fk : 1.0f;
-            const float vsc = slot < 0 ? 0.0f : FMT != QH_BF16 ? vscale[off32(rs, p.vs_ss)] * fk : 1.0f;
+            const int32_t pg = page >= 0 ? page : 0, rw = page >= 0 ? row : 0;
+            const uint8_t *krow = kbase + (uint64_t)dec_row_off(pg, rw, p.k_ps, p.k_rs) * ESZ;
+            const float ksc = FMT != QH_BF16 ? kscale[dec_row_off(pg, rw, p.ks_ps, p.ks_rs)] * fk : 1.0f;
+            const float vsc = page < 0 ? 0.0f
+                              : FMT != QH_BF16 ? vscale[dec_row_off(pg, rw, p.vs_ps, p.vs_rs)] * fk
+                                               : 1.0f;
             float dot[MR];
             for (int m = 0; m < MR; ++m) dot[m] = 0.0f;
             /* q is constant over the key loop: read through an opaque offset
@@ -205,8 +215,9 @@ QH_DEV void decode_generic(const qh_decode_params &p) {
             const float sc = p.sm_scale * ksc;
 #pragma unroll
             for (int m = 0; m < MR; ++m)
-                s_s[m][tid] = slot >= 0 ? sc * dot[m] : qh_neg_inf();
-            slot_s[tid] = slot;
+                s_s[m][tid] = page >= 0 ? sc * dot[m] : qh_neg_inf();
+            /* the key's V row offset (< 2^31 inside the cache), -1 masked */
+            slot_s[tid] = page >= 0 ? (int32_t)dec_row_off(pg, rw, p.v_ps, p.v_rs) : -1;
             vsc_s[tid] = vsc;
         }
         qh_barrier();
@@ -262,9 +273,9 @@ QH_DEV void decode_generic(const qh_decode_params &p) {
                 for (int c = 0; c < 4; ++c) acc_o[m][c] *= a;
             }
             for (int kk = kg; kk < WG; kk += KG) {
-                const int32_t slot = slot_s[kk];
-                if (slot < 0) continue;
-                const uint8_t *vrow = vbase + (uint64_t)off32(slot, p.v_ss) * ESZ;
+                const int32_t voff = slot_s[kk];
+                if (voff < 0) continue;
+                const uint8_t *vrow = vbase + (uint64_t)(uint32_t)voff * ESZ;
                 float vv[4];
                 qh_kv_load4<FMT>(vrow + cg * 4 * ESZ, vec, vv);
 #pragma unroll
@@ -363,18 +374,19 @@ QH_DEV void decode_packed(const qh_decode_params &p) {
     for (int32_t kb = k_lo + 16 * w; kb < k_hi; kb += 16 * NW) {
         /* this lane's key for the A operand and the V staging: key c */
         const int32_t key = kb + c;
-        const int32_t slot = key < k_hi ? dec_slot(p, page_base, key) : -1;
+        int32_t row = 0;
+        const int32_t page = key < k_hi ? dec_page(p, page_base, key, &row) : -1;
         float my_ksc = 0.0f, my_vsc = 0.0f;
         qh_u32x4 kw[4], vw[4];
         for (int i = 0; i < 4; ++i) {
             kw[i] = qh_u32x4{0u, 0u, 0u, 0u};
             vw[i] = kw[i];
         }
-        if (slot >= 0) {
-            my_ksc = kscale[off32(slot, p.ks_ss)] * fk;
-            my_vsc = vscale[off32(slot, p.vs_ss)] * fk;
-            const qh_u32x4 *kr = (const qh_u32x4 *)(kbase + off32(slot, p.k_ss) + 64 * g);
-            const qh_u32x4 *vr = (const qh_u32x4 *)(vbase + off32(slot, p.v_ss) + 64 * g);
+        if (page >= 0) {
+            my_ksc = kscale[dec_row_off(page, row, p.ks_ps, p.ks_rs)] * fk;
+            my_vsc = vscale[dec_row_off(page, row, p.vs_ps, p.vs_rs)] * fk;
+            const qh_u32x4 *kr = (const qh_u32x4 *)(kbase + dec_row_off(page, row, p.k_ps, p.k_rs) + 64 * g);
+            const qh_u32x4 *vr = (const qh_u32x4 *)(vbase + dec_row_off(page, row, p.v_ps, p.v_rs) + 64 * g);
             for (int i = 0; i < 4; ++i) {
                 kw[i] = kr[i];
                 vw[i] = vr[i];
@@ -402,7 +414,7 @@ QH_DEV void decode_packed(const qh_decode_params &p) {
             const float ksc = qh_shfl_f32(my_ksc, src);
             vsc[v] = qh_shfl_f32(my_vsc, src);
             /* k_lo/k_hi already hold the window; a key is visible iff its slot is valid */
-            const bool vis = qh_shfl_u32(slot >= 0 ? 1u : 0u, src) != 0u;
+            const bool vis = qh_shfl_u32(page >= 0 ? 1u : 0u, src) != 0u;
             s[v] = vis ? dec_softcap(p, p.sm_scale * s[v] * ksc) : qh_neg_inf();
             tmax = qh_fmaxf(tmax, s[v]);
         }

@@ -19,6 +19,13 @@
 
 #define KVS_THREADS 64
 
+/* Element offset of (slot, head g) through view v (qh_params.h): exact in
+ * 32 bits for a slot inside the cache. */
+QH_DEV uint32_t kvs_offset(const uint32_t *v, int32_t slot, int32_t g) {
+    const uint32_t s = (uint32_t)slot;
+    return (s / v[0]) * v[1] + (s % v[0]) * v[2] + (uint32_t)g * v[3];
+}
+
 template <int FMT>
 QH_DEV void kv_store(const qh_kv_store_params &p) {
     __shared__ float red[KVS_THREADS / 32 + 1];
@@ -30,13 +37,12 @@ QH_DEV void kv_store(const qh_kv_store_params &p) {
     if (slot < 0 || slot >= p.n_slots) return; /* uniform: before any barrier */
 
     const int32_t *ns = is_v ? p.vn_s : p.kn_s;
-    const int32_t *cs = is_v ? p.vc_s : p.kc_s;
-    const int32_t *ss = is_v ? p.vs_s : p.ks_s;
+    const uint32_t *cv = is_v ? p.vc_v : p.kc_v;
+    const uint32_t *sv = is_v ? p.vs_v : p.ks_v;
     const uint16_t *src = (is_v ? p.v_new : p.k_new) + (uint32_t)t * (uint32_t)ns[0] +
                           (uint32_t)g * (uint32_t)ns[1];
     constexpr int ESZ = FMT == QH_BF16 ? 2 : 1;
-    uint8_t *dst = (is_v ? p.v_cache : p.k_cache) +
-                   ((uint64_t)((uint32_t)slot * (uint32_t)cs[0]) + (uint32_t)g * (uint32_t)cs[1]) * ESZ;
+    uint8_t *dst = (is_v ? p.v_cache : p.k_cache) + (uint64_t)kvs_offset(cv, slot, g) * ESZ;
 
     if constexpr (FMT == QH_BF16) {
         for (int d = (int)tid; d < p.D; d += KVS_THREADS) ((uint16_t *)dst)[d] = src[d];
@@ -63,7 +69,7 @@ QH_DEV void kv_store(const qh_kv_store_params &p) {
         }
         if (tid == 0) {
             float *sc = is_v ? p.v_scale : p.k_scale;
-            sc[(uint32_t)slot * (uint32_t)ss[0] + (uint32_t)g * (uint32_t)ss[1]] = scale;
+            sc[kvs_offset(sv, slot, g)] = scale;
         }
     }
 }

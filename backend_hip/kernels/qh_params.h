@@ -54,8 +54,12 @@ typedef struct qh_decode_params {
     QH_PTR(const float) k_scale;
     QH_PTR(const float) v_scale;
     QH_PTR(const int32_t) indices;
-    int32_t k_ss, v_ss;   /* K/V: elements between slots */
-    int32_t ks_ss, vs_ss; /* k_scale / v_scale: elements between slots */
+    /* Page and row strides of the views (qattn_cache_view32) of K, V and
+     * their scales: key row `row` of page `page` starts at
+     * page * ps + row * rs elements (unsigned 32-bit, exact inside the
+     * cache) from the tensor's head row */
+    uint32_t k_ps, k_rs, v_ps, v_rs;
+    uint32_t ks_ps, ks_rs, vs_ps, vs_rs;
     int32_t indices_s;
     int32_t n_pages;      /* length of kv_indices */
     int32_t n_slots;      /* cache slots (>= 1): slots outside [0, n_slots) are never read */
@@ -69,7 +73,7 @@ typedef struct qh_decode_params {
     QH_PTR(const int32_t) indptr;
     QH_PTR(const int32_t) lens;
     int32_t q_s[3];       /* batch, row, head */
-    int32_t k_sh, v_sh;   /* K/V: elements between kv heads */
+    int32_t k_sh, v_sh;   /* K/V: elements between kv heads (view head strides) */
     int32_t ks_sh, vs_sh; /* scales: elements between kv heads */
     int32_t indptr_s, lens_s;
     int32_t B, R, Hq, Hkv, D;
@@ -97,8 +101,10 @@ typedef struct qh_kv_store_params {
     QH_PTR(float) k_scale;
     QH_PTR(float) v_scale;
     int32_t kn_s[2], vn_s[2]; /* token, head */
-    int32_t kc_s[2], vc_s[2]; /* slot, head */
-    int32_t ks_s[2], vs_s[2]; /* scale: slot, head */
+    /* Views (qattn_cache_view32): page_rows, page, row and head stride of
+     * k_cache, v_cache, k_scale, v_scale; slot s is page s / page_rows,
+     * row s % page_rows, offsets in unsigned 32-bit arithmetic */
+    uint32_t kc_v[4], vc_v[4], ks_v[4], vs_v[4];
     int32_t slots_s;
     int32_t n_slots;
     int32_t T, Hkv, D;

@@ -32,11 +32,6 @@
 #include "qh_backend.h"
 #include "qh_params.h"
 
-static int32_t st32(const qattn_tensor *t, int dim) {
-    /* a dimension of extent <= 1 never multiplies its stride */
-    return t->shape[dim] <= 1 ? 0 : (int32_t)t->strides[dim];
-}
-
 /* qh_kernels.def lists each format's generic kernels in the order
  * d64 r4, r8, r16, d128 r4, ... */
 static int generic_kernel(qattn_dtype dt, int d, int rows) {
@@ -78,13 +73,17 @@ int qh_decode_supported(const qh_backend *be, const qattn_decode_plan *plan) {
     }
 }
 
-/* K/V rows all start on `align`-byte boundaries (base, slot and head
- * strides). */
-static int rows_aligned(const qattn_tensor *t, uint64_t align) {
+/* K/V rows all start on `align`-byte boundaries (base, and the page, row
+ * and head strides of the view the kernels address by). */
+static int rows_aligned(const qattn_tensor *t, int64_t page_size, uint64_t align) {
     const uint64_t es = qattn_dtype_size(t->dtype);
-    return qh_addr(t) % align == 0 && ((uint64_t)st32(t, 0) * es) % align == 0 &&
-           ((uint64_t)st32(t, 1) * es) % align == 0;
+    const qattn_cache_view v = qattn_cache_view_of(t, 0, page_size);
+    return qh_addr(t) % align == 0 && ((uint64_t)v.page_stride * es) % align == 0 &&
+           ((uint64_t)v.row_stride * es) % align == 0 && ((uint64_t)v.head_stride * es) % align == 0;
 }
+
+/* kv heads of a rank-3 or rank-4 cache: its second-to-last dimension */
+static int64_t kv_heads_of(const qattn_tensor *t) { return t->shape[t->rank - 2]; }
 
 static void fill_params(const qattn_decode_plan *plan, const qattn_decode_args *a,
                         qh_decode_params *p) {
@@ -94,17 +93,28 @@ static void fill_params(const qattn_decode_plan *plan, const qattn_decode_args *
     p->k_scale = qh_addr(&a->k_scale);
     p->v_scale = qh_addr(&a->v_scale);
     p->indices = qh_addr(&a->kv_indices);
-    p->k_ss = st32(&a->k_cache, 0);
-    p->v_ss = st32(&a->v_cache, 0);
+    /* every cache tensor through its view, for pages of the call's size */
+    const qattn_cache_view32 kv = qattn_cache_view32_of(&a->k_cache, 0, a->page_size);
+    const qattn_cache_view32 vv = qattn_cache_view32_of(&a->v_cache, 0, a->page_size);
+    p->k_ps = kv.page_stride;
+    p->k_rs = kv.row_stride;
+    p->v_ps = vv.page_stride;
+    p->v_rs = vv.row_stride;
+    p->k_sh = (int32_t)kv.head_stride;
+    p->v_sh = (int32_t)vv.head_stride;
     if (a->k_scale.buffer) {
-        p->ks_ss = st32(&a->k_scale, 0);
-        p->vs_ss = st32(&a->v_scale, 0);
-        p->ks_sh = st32(&a->k_scale, 1);
-        p->vs_sh = st32(&a->v_scale, 1);
+        const qattn_cache_view32 ksv = qattn_cache_view32_of(&a->k_scale, 1, a->page_size);
+        const qattn_cache_view32 vsv = qattn_cache_view32_of(&a->v_scale, 1, a->page_size);
+        p->ks_ps = ksv.page_stride;
+        p->ks_rs = ksv.row_stride;
+        p->vs_ps = vsv.page_stride;
+        p->vs_rs = vsv.row_stride;
+        p->ks_sh = (int32_t)ksv.head_stride;
+        p->vs_sh = (int32_t)vsv.head_stride;
     }
-    p->indices_s = st32(&a->kv_indices, 0);
+    p->indices_s = qattn_stride32(&a->kv_indices, 0);
     p->n_pages = (int32_t)a->kv_indices.shape[0];
-    p->n_slots = (int32_t)a->k_cache.shape[0];
+    p->n_slots = kv.n_slots;
     p->page_size = a->page_size;
     p->window_left = a->window_left;
     p->sm_scale = a->sm_scale;
@@ -113,30 +123,28 @@ static void fill_params(const qattn_decode_plan *plan, const qattn_decode_args *
     p->indptr = qh_addr(&a->kv_indptr);
     p->lens = qh_addr(&a->kv_lens);
     for (int i = 0; i < 3; ++i) {
-        p->q_s[i] = st32(&a->q, i);
-        p->o_s[i] = st32(&a->o, i);
-        if (a->lse.buffer) p->lse_s[i] = st32(&a->lse, i);
+        p->q_s[i] = qattn_stride32(&a->q, i);
+        p->o_s[i] = qattn_stride32(&a->o, i);
+        if (a->lse.buffer) p->lse_s[i] = qattn_stride32(&a->lse, i);
     }
-    p->k_sh = st32(&a->k_cache, 1);
-    p->v_sh = st32(&a->v_cache, 1);
-    p->indptr_s = st32(&a->kv_indptr, 0);
-    p->lens_s = st32(&a->kv_lens, 0);
+    p->indptr_s = qattn_stride32(&a->kv_indptr, 0);
+    p->lens_s = qattn_stride32(&a->kv_lens, 0);
     p->B = (int32_t)a->q.shape[0];
     p->R = (int32_t)a->q.shape[1];
     p->Hq = (int32_t)a->q.shape[2];
-    p->Hkv = (int32_t)a->k_cache.shape[1];
+    p->Hkv = (int32_t)kv_heads_of(&a->k_cache);
     p->D = (int32_t)a->q.shape[3];
     p->num_splits = plan->num_splits;
     p->keys_per_split = plan->keys_per_split;
     p->o = qh_addr(&a->o);
     p->lse = qh_addr(&a->lse);
     p->sinks = qh_addr(&a->sinks);
-    if (a->sinks.buffer) p->sinks_s = st32(&a->sinks, 0);
+    if (a->sinks.buffer) p->sinks_s = qattn_stride32(&a->sinks, 0);
     if (a->sinks.buffer) p->flags |= QH_DEC_SINKS;
     if (a->lse.buffer) p->flags |= QH_DEC_LSE;
     /* 4-element loads: 4 bytes of fp8/int8, 8 bytes of bf16 */
     const uint64_t vec_align = 4 * qattn_dtype_size(a->k_cache.dtype);
-    if (rows_aligned(&a->k_cache, vec_align) && rows_aligned(&a->v_cache, vec_align))
+    if (rows_aligned(&a->k_cache, a->page_size, vec_align) && rows_aligned(&a->v_cache, a->page_size, vec_align))
         p->flags |= QH_DEC_KV_VEC;
 }
 
@@ -160,7 +168,7 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
             return qh_fail(be, QATTN_ERR_INVALID_ARGUMENT,
                            "decode: plan splits cover %" PRId64 " keys, max_kv_len is %d",
                            (int64_t)p.keys_per_split * p.num_splits, (int)a->max_kv_len);
-        const uint64_t base = (uint64_t)(uintptr_t)ws->buffer->handle + ws->offset;
+        const uint64_t base = (uint64_t)(uintptr_t)qattn_buffer_handle(ws->buffer) + ws->offset;
         p.ws_o = base;
         p.ws_lse = base + rows * (uint64_t)D * 4u;
     }
@@ -169,10 +177,10 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
     int kernel, block;
     unsigned gx;
     if (runs_packed(be, plan)) {
-        if (!rows_aligned(&a->k_cache, 16) || !rows_aligned(&a->v_cache, 16))
+        if (!rows_aligned(&a->k_cache, a->page_size, 16) || !rows_aligned(&a->v_cache, a->page_size, 16))
             return qh_fail(be, QATTN_ERR_ALIGNMENT,
                            "decode: packed_fp8 reads 16-byte words; k_cache/v_cache rows (base, "
-                           "slot and head strides) must be 16-byte aligned");
+                           "page, slot and head strides) must be 16-byte aligned");
         const int fn = a->k_cache.dtype == QATTN_FP8_E4M3FN;
         kernel = fn ? (G == 4 ? QH_K_qattn_decode_packed_fn_g4 : QH_K_qattn_decode_packed_fn_g8)
                     : (G == 4 ? QH_K_qattn_decode_packed_fnuz_g4 : QH_K_qattn_decode_packed_fnuz_g8);

@@ -2,14 +2,24 @@
  * KV store on the HIP backend (kernels/kv_store.hip): one 64-thread
  * workgroup per (token, kv head, K or V); slots are bounds-checked in the
  * kernel, so a bad slot is skipped rather than written out of bounds.
+ * Caches and scales of either form reach the kernel as their views.
  */
 #include <string.h>
 
 #include "qh_backend.h"
 #include "qh_params.h"
 
-static int32_t st32(const qattn_tensor *t, int dim) {
-    return t->shape[dim] <= 1 ? 0 : (int32_t)t->strides[dim];
+/* A tensor's view as the kernel reads it (KV store: addressed by slot). */
+static void put_view(uint32_t *dst, const qattn_tensor *t, int is_scale) {
+    if (!t->buffer) {
+        dst[0] = 1; /* never read: bf16 caches have no scales */
+        return;
+    }
+    const qattn_cache_view32 v = qattn_cache_view32_of(t, is_scale, 1);
+    dst[0] = (uint32_t)v.page_rows;
+    dst[1] = v.page_stride;
+    dst[2] = v.row_stride;
+    dst[3] = v.head_stride;
 }
 
 qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
@@ -24,20 +34,18 @@ qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
     p.k_scale = qh_addr(&a->k_scale);
     p.v_scale = qh_addr(&a->v_scale);
     for (int i = 0; i < 2; ++i) {
-        p.kn_s[i] = st32(&a->k_new, i);
-        p.vn_s[i] = st32(&a->v_new, i);
-        p.kc_s[i] = st32(&a->k_cache, i);
-        p.vc_s[i] = st32(&a->v_cache, i);
-        if (a->k_scale.buffer) {
-            p.ks_s[i] = st32(&a->k_scale, i);
-            p.vs_s[i] = st32(&a->v_scale, i);
-        }
+        p.kn_s[i] = qattn_stride32(&a->k_new, i);
+        p.vn_s[i] = qattn_stride32(&a->v_new, i);
     }
-    p.slots_s = st32(&a->slot_mapping, 0);
-    p.n_slots = (int32_t)a->k_cache.shape[0];
+    put_view(p.kc_v, &a->k_cache, 0);
+    put_view(p.vc_v, &a->v_cache, 0);
+    put_view(p.ks_v, &a->k_scale, 1);
+    put_view(p.vs_v, &a->v_scale, 1);
+    p.slots_s = qattn_stride32(&a->slot_mapping, 0);
+    p.n_slots = qattn_cache_view32_of(&a->k_cache, 0, 1).n_slots;
     p.T = (int32_t)a->k_new.shape[0];
-    p.Hkv = (int32_t)a->k_cache.shape[1];
-    p.D = (int32_t)a->k_cache.shape[2];
+    p.Hkv = (int32_t)a->k_new.shape[1];
+    p.D = (int32_t)a->k_new.shape[2];
 
     enum qh_kernel_id k;
     switch (a->k_cache.dtype) {

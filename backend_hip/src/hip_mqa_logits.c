@@ -22,10 +22,6 @@
 #include "qh_backend.h"
 #include "qh_params.h"
 
-static int32_t st32(const qattn_tensor *t, int dim) {
-    return t->shape[dim] <= 1 ? 0 : (int32_t)t->strides[dim];
-}
-
 int qh_mqa_supported(const qh_backend *be, const qattn_mqa_logits_plan *plan) {
     (void)be;
     if (!plan) return 0;
@@ -48,15 +44,15 @@ qattn_status qh_mqa_logits(void *vbe, const qattn_mqa_logits_plan *plan,
     p.ks = qh_addr(&a->ks);
     p.ke = qh_addr(&a->ke);
     p.logits = qh_addr(&a->logits);
-    p.q_s[0] = st32(&a->q, 0);
-    p.q_s[1] = st32(&a->q, 1);
-    p.k_s = st32(&a->k, 0);
-    p.ksc_s = st32(&a->k_scale, 0);
-    p.w_s[0] = st32(&a->weights, 0);
-    p.w_s[1] = st32(&a->weights, 1);
-    p.ks_s = st32(&a->ks, 0);
-    p.ke_s = st32(&a->ke, 0);
-    p.lg_s = st32(&a->logits, 0);
+    p.q_s[0] = qattn_stride32(&a->q, 0);
+    p.q_s[1] = qattn_stride32(&a->q, 1);
+    p.k_s = qattn_stride32(&a->k, 0);
+    p.ksc_s = qattn_stride32(&a->k_scale, 0);
+    p.w_s[0] = qattn_stride32(&a->weights, 0);
+    p.w_s[1] = qattn_stride32(&a->weights, 1);
+    p.ks_s = qattn_stride32(&a->ks, 0);
+    p.ke_s = qattn_stride32(&a->ke, 0);
+    p.lg_s = qattn_stride32(&a->logits, 0);
     p.S = (int32_t)a->q.shape[0];
     p.H = (int32_t)a->q.shape[1];
     p.D = (int32_t)a->q.shape[2];

@@ -5,8 +5,12 @@
  *
  * Nothing here synchronises the host except the calls whose contract says
  * so (upload, download, synchronize, last_op_time_ms): ops only enqueue on
- * the stream given in qattn_context_options.stream, so a caller can capture
- * them in a HIP graph.
+ * the context's current stream (qattn_context_options.stream, then
+ * qattn_hip_set_stream), so a caller can capture them in a HIP graph.
+ *
+ * Every iface slot runs between qh_enter and qh_leave: the context's device
+ * is made current for the call and the caller's current device restored
+ * after it, so qattn never leaves an engine on another device.
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -215,15 +219,32 @@ static qattn_status load_kernels(qh_backend *be) {
     return QATTN_OK;
 }
 
+/* ---- the caller's current device ---- */
+
+/* Makes the context's device current; returns the caller's (-1 when it
+ * cannot be read, and then nothing is restored). hipSetDevice only when it
+ * differs: it is cheap, but not free, on every call. */
+static int qh_enter(qh_backend *be) {
+    int prev = -1;
+    if (hipGetDevice(&prev) != hipSuccess) prev = -1;
+    if (prev != be->device) hipSetDevice(be->device);
+    return prev;
+}
+
+static void qh_leave(qh_backend *be, int prev) {
+    if (prev >= 0 && prev != be->device) hipSetDevice(prev);
+}
+
 /* ---- iface slots ---- */
 
 static void qh_destroy(void *p) {
     qh_backend *be = p;
     if (!be) return;
-    hipSetDevice(be->device);
+    const int prev = qh_enter(be);
     for (int m = 0; m < be->n_modules; ++m) hipModuleUnload(be->modules[m]);
     if (be->ev_start) hipEventDestroy(be->ev_start);
     if (be->ev_stop) hipEventDestroy(be->ev_stop);
+    qh_leave(be, prev);
     free(be);
 }
 
@@ -234,8 +255,9 @@ static qattn_status qh_create(const qattn_context_options *opt, void **out, char
         snprintf(err, n, "out of host memory");
         return QATTN_ERR_OUT_OF_MEMORY;
     }
-    int count = 0;
+    int count = 0, prev = -1;
     qattn_status s;
+    if (hipGetDevice(&prev) != hipSuccess) prev = -1;
     hipError_t e = hipGetDeviceCount(&count);
     if (e != hipSuccess || count == 0) {
         s = qh_fail(be, QATTN_ERR_BACKEND_UNAVAILABLE, "no HIP device (%s platform): %s",
@@ -262,11 +284,13 @@ static qattn_status qh_create(const qattn_context_options *opt, void **out, char
     if ((s = qh_check(be, hipEventCreate(&be->ev_start), "hipEventCreate")) != QATTN_OK ||
         (s = qh_check(be, hipEventCreate(&be->ev_stop), "hipEventCreate")) != QATTN_OK)
         goto fail;
+    if (prev >= 0 && prev != be->device) hipSetDevice(prev);
     *out = be;
     return QATTN_OK;
 fail:
     snprintf(err, n, "%s", be->msg);
     qh_destroy(be);
+    if (prev >= 0) hipSetDevice(prev); /* the caller's device, whatever failed */
     return s;
 }
 
@@ -277,9 +301,10 @@ static qattn_status qh_get_caps(void *p, qattn_device_caps *caps) {
 
 static qattn_status qh_buffer_alloc(void *p, uint64_t bytes, void **handle) {
     qh_backend *be = p;
-    hipSetDevice(be->device);
+    const int prev = qh_enter(be);
     void *d = NULL;
     hipError_t e = hipMalloc(&d, (size_t)bytes);
+    qh_leave(be, prev);
     if (e != hipSuccess) {
         qh_check(be, e, "hipMalloc");
         return QATTN_ERR_OUT_OF_MEMORY;
@@ -290,8 +315,9 @@ static qattn_status qh_buffer_alloc(void *p, uint64_t bytes, void **handle) {
 
 static void qh_buffer_free(void *p, void *handle) {
     qh_backend *be = p;
-    hipSetDevice(be->device);
+    const int prev = qh_enter(be);
     hipFree(handle);
+    qh_leave(be, prev);
 }
 
 /* A wrapped device pointer is its own handle; unwrapping frees nothing. */
@@ -311,33 +337,36 @@ static void qh_buffer_unwrap(void *p, void *handle) {
 static qattn_status qh_buffer_upload(void *p, void *handle, uint64_t offset, const void *src,
                                      uint64_t bytes) {
     qh_backend *be = p;
-    hipSetDevice(be->device);
+    const int prev = qh_enter(be);
     qattn_status s = qh_check(be, hipMemcpyAsync((char *)handle + offset, src, (size_t)bytes,
                                                  hipMemcpyHostToDevice, be->stream),
                               "hipMemcpyAsync(upload)");
     if (s == QATTN_OK) s = qh_check(be, hipStreamSynchronize(be->stream), "hipStreamSynchronize");
+    qh_leave(be, prev);
     return s;
 }
 
 static qattn_status qh_buffer_download(void *p, void *handle, uint64_t offset, void *dst,
                                        uint64_t bytes) {
     qh_backend *be = p;
-    hipSetDevice(be->device);
+    const int prev = qh_enter(be);
     qattn_status s = qh_check(be, hipMemcpyAsync(dst, (const char *)handle + offset, (size_t)bytes,
                                                  hipMemcpyDeviceToHost, be->stream),
                               "hipMemcpyAsync(download)");
     if (s == QATTN_OK) s = qh_check(be, hipStreamSynchronize(be->stream), "hipStreamSynchronize");
+    qh_leave(be, prev);
     return s;
 }
 
 static qattn_status qh_synchronize(void *p) {
     qh_backend *be = p;
-    hipSetDevice(be->device);
-    return qh_check(be, hipStreamSynchronize(be->stream), "hipStreamSynchronize");
+    const int prev = qh_enter(be);
+    qattn_status s = qh_check(be, hipStreamSynchronize(be->stream), "hipStreamSynchronize");
+    qh_leave(be, prev);
+    return s;
 }
 
 qattn_status qh_op_begin(qh_backend *be) {
-    hipSetDevice(be->device);
     be->timed = 0;
     return qh_check(be, hipEventRecord(be->ev_start, be->stream), "hipEventRecord");
 }
@@ -351,11 +380,12 @@ qattn_status qh_op_end(qh_backend *be) {
 static qattn_status qh_last_op_time_ms(void *p, double *ms) {
     qh_backend *be = p;
     if (!be->timed) return qh_fail(be, QATTN_ERR_INVALID_ARGUMENT, "no timed op yet");
-    hipSetDevice(be->device);
+    const int prev = qh_enter(be);
     qattn_status s = qh_check(be, hipEventSynchronize(be->ev_stop), "hipEventSynchronize");
     float t = 0.0f;
     if (s == QATTN_OK) s = qh_check(be, hipEventElapsedTime(&t, be->ev_start, be->ev_stop), "hipEventElapsedTime");
     if (s == QATTN_OK) *ms = t;
+    qh_leave(be, prev);
     return s;
 }
 
@@ -382,6 +412,31 @@ static int qh_supports_op(void *p, qattn_op op, const void *plan) {
 
 static const char *qh_last_message(void *p) { return ((qh_backend *)p)->msg; }
 
+/* The ops, each between qh_enter and qh_leave (hip_decode.c and the other
+ * launchers assume their device is current). */
+static qattn_status qh_decode_slot(void *p, const qattn_decode_plan *plan, const qattn_decode_args *a,
+                                   const qattn_workspace *ws) {
+    const int prev = qh_enter(p);
+    qattn_status s = qh_decode(p, plan, a, ws);
+    qh_leave(p, prev);
+    return s;
+}
+
+static qattn_status qh_kv_store_slot(void *p, const qattn_kv_store_args *a) {
+    const int prev = qh_enter(p);
+    qattn_status s = qh_kv_store(p, a);
+    qh_leave(p, prev);
+    return s;
+}
+
+static qattn_status qh_mqa_logits_slot(void *p, const qattn_mqa_logits_plan *plan,
+                                       const qattn_mqa_logits_args *a, const qattn_workspace *ws) {
+    const int prev = qh_enter(p);
+    qattn_status s = qh_mqa_logits(p, plan, a, ws);
+    qh_leave(p, prev);
+    return s;
+}
+
 static const qattn_backend_iface qh_iface = {
     .name = "hip",
     .abi_version = QATTN_BACKEND_ABI,
@@ -395,9 +450,9 @@ static const qattn_backend_iface qh_iface = {
     .buffer_wrap = qh_buffer_wrap,
     .buffer_unwrap = qh_buffer_unwrap,
     .supports_op = qh_supports_op,
-    .decode = qh_decode,
-    .kv_store = qh_kv_store,
-    .mqa_logits = qh_mqa_logits,
+    .decode = qh_decode_slot,
+    .kv_store = qh_kv_store_slot,
+    .mqa_logits = qh_mqa_logits_slot,
     .synchronize = qh_synchronize,
     .last_op_time_ms = qh_last_op_time_ms,
     .read_stream = qh_read_stream,
@@ -405,3 +460,12 @@ static const qattn_backend_iface qh_iface = {
 };
 
 const qattn_backend_iface *qattn_backend_hip(void) { return &qh_iface; }
+
+qattn_status qattn_hip_set_stream(qattn_context *ctx, void *stream) {
+    qh_backend *be = qattn_context_instance(ctx, &qh_iface);
+    if (!be)
+        return qattn_context_fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                                  "qattn_hip_set_stream: ctx is not a HIP context");
+    be->stream = (hipStream_t)stream;
+    return QATTN_OK;
+}

@@ -55,7 +55,7 @@ qattn_status qh_op_end(qh_backend *be);
 
 /* Device address of element 0 of a tensor (0 for an absent operand). */
 static inline uint64_t qh_addr(const qattn_tensor *t) {
-    return t->buffer ? (uint64_t)(uintptr_t)t->buffer->handle + t->offset : 0;
+    return t->buffer ? (uint64_t)(uintptr_t)qattn_buffer_handle(t->buffer) + t->offset : 0;
 }
 
 /* Op entry points (hip_decode.c, hip_kv_store.c, hip_mqa_logits.c). */

@@ -8,6 +8,15 @@
 
 #define QATTN_ERROR_BYTES 1024
 
+/* The core's record of a buffer (opaque outside the core: backends see
+ * their handle through qattn_buffer_handle). */
+struct qattn_buffer {
+    qattn_context *owner;
+    void *handle;
+    uint64_t bytes;
+    int wrapped; /* non-zero: memory is the caller's; free releases the wrapper */
+};
+
 struct qattn_context {
     const qattn_backend_iface *iface;
     void *be;
@@ -36,15 +45,42 @@ qattn_status qattn__fail(qattn_context *ctx, qattn_status s, const char *fmt, ..
 #define QATTN_DT(t) (1u << (t))
 qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
                                  int32_t rank, char *err, size_t n);
+/* As qattn__check_tensor, but the last dimension may also have stride 0 (a
+ * broadcast read-only input such as a per-token or per-tensor scale). */
+qattn_status qattn__check_tensor_bcast(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
+                                       int32_t rank, char *err, size_t n);
 /* Byte extent [first, last] a tensor touches; returns QATTN_ERR_OVERFLOW on
  * int64 overflow. */
 qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64_t *end_excl);
 int qattn__tensor_is_contiguous(const qattn_tensor *t);
 int qattn__is_fp8(qattn_dtype t);
 
-/* The cache view lives in qattn/backend.h (backends need it too). */
+/* How kernels address a K/V cache or its scales: qattn_cache_view
+ * (qattn/backend.h), public so backends share the one description. */
 typedef qattn_cache_view qattn__cache_view;
-#define qattn__cache_view_of qattn_cache_view_of
+static inline qattn__cache_view qattn__cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size) {
+    return qattn_cache_view_of(t, is_scale, page_size);
+}
+/* Whether a cache (is_scale 0) or scale tensor is in the paged rank-4
+ * (scales: rank-3) form. */
+static inline int qattn__cache_is_paged(const qattn_tensor *t, int is_scale) {
+    return t->rank == (is_scale ? 3 : 4);
+}
+/* Slots of a cache or scale tensor in either form; its kv heads and head
+ * dim (the last two dimensions of a cache; scales: heads last). */
+static inline int64_t qattn__cache_slots(const qattn_tensor *t, int is_scale) {
+    /* unsigned: validation bounds the product, planners may see it first */
+    return qattn__cache_is_paged(t, is_scale) ? (int64_t)((uint64_t)t->shape[0] * (uint64_t)t->shape[1])
+                                              : t->shape[0];
+}
+static inline int64_t qattn__cache_heads(const qattn_tensor *t) { return t->shape[t->rank - 2]; }
+static inline int64_t qattn__cache_head_dim(const qattn_tensor *t) { return t->shape[t->rank - 1]; }
+/* Element offset of (slot, head g) in a view: the start of that head's row
+ * (add d for a cache's element d). slot must be inside the cache. */
+static inline int64_t qattn__cache_offset(const qattn__cache_view *v, int64_t slot, int64_t g) {
+    return slot / v->page_rows * v->page_stride + slot % v->page_rows * v->row_stride +
+           g * v->head_stride;
+}
 
 qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_t n);
 qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n);

@@ -44,7 +44,7 @@ static qattn_status fetch_i32(qattn_context *ctx, const qattn_tensor *t, int32_t
 
 static qattn_status check_decode_indices(qattn_context *ctx, const qattn_decode_args *a) {
     const int64_t B = a->q.shape[0], n_pages = a->kv_indices.shape[0];
-    const int64_t n_slots = a->k_cache.shape[0], P = a->page_size;
+    const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0), P = a->page_size;
     int32_t *indptr = NULL, *lens = NULL, *pages = NULL;
     qattn_status s = fetch_i32(ctx, &a->kv_indptr, &indptr);
     if (s == QATTN_OK) s = fetch_i32(ctx, &a->kv_lens, &lens);
@@ -81,12 +81,13 @@ static qattn_status check_decode_indices(qattn_context *ctx, const qattn_decode_
 
 static qattn_status check_store_indices(qattn_context *ctx, const qattn_kv_store_args *a) {
     int32_t *slots = NULL;
+    const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0);
     qattn_status s = fetch_i32(ctx, &a->slot_mapping, &slots);
     for (int64_t t = 0; s == QATTN_OK && t < a->slot_mapping.shape[0]; ++t) {
-        if (slots[t] < -1 || slots[t] >= a->k_cache.shape[0])
+        if (slots[t] < -1 || slots[t] >= n_slots)
             s = qattn__fail(ctx, QATTN_ERR_INDEX_OUT_OF_RANGE,
                             "slot_mapping[%" PRId64 "] = %d outside [-1, %" PRId64 ")", t, (int)slots[t],
-                            a->k_cache.shape[0]);
+                            n_slots);
     }
     free(slots);
     return s;
@@ -160,7 +161,8 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
     if ((s = check_owner(ctx, ts, names, 11)) != QATTN_OK) return s;
     if (plan->batch != args->q.shape[0] || plan->rows != args->q.shape[1] ||
         plan->q_heads != args->q.shape[2] || plan->head_dim != args->q.shape[3] ||
-        plan->kv_heads != args->k_cache.shape[1] || plan->head_dim_v != args->v_cache.shape[2] ||
+        plan->kv_heads != qattn__cache_heads(&args->k_cache) ||
+        plan->head_dim_v != qattn__cache_head_dim(&args->v_cache) ||
         plan->kv_dtype != args->k_cache.dtype)
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                            "plan: made for B=%d R=%d Hq=%d Hkv=%d D=%d %s, args differ",

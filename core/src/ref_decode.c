@@ -30,7 +30,7 @@
 static int key_slot(const qattn_decode_args *a, int64_t b, int64_t p, int64_t *slot) {
     const int64_t P = a->page_size;
     const int64_t n_pages = a->kv_indices.shape[0];
-    const int64_t n_slots = a->k_cache.shape[0];
+    const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0);
     int64_t begin = qattn__ref_i32(&a->kv_indptr, b);
     int64_t end = qattn__ref_i32(&a->kv_indptr, b + 1);
     if (begin < 0 || end > n_pages || end < begin) return 0;
@@ -57,18 +57,36 @@ static void visible_range(const qattn_decode_args *a, int64_t b, int64_t r, int6
     *hi = t; /* t < 0 makes the range empty */
 }
 
+/* A cache and its scales with their views (internal.h), for pages of the
+ * call's page size. */
+typedef struct kv_side {
+    const qattn_tensor *cache, *scale;
+    qattn__cache_view cv, sv;
+} kv_side;
+
+static kv_side side_of(const qattn_tensor *cache, const qattn_tensor *scale, int64_t page_size) {
+    kv_side k;
+    memset(&k, 0, sizeof k);
+    k.cache = cache;
+    k.scale = scale;
+    k.cv = qattn__cache_view_of(cache, 0, page_size);
+    if (qattn_tensor_present(scale)) k.sv = qattn__cache_view_of(scale, 1, page_size);
+    return k;
+}
+
 /* K̂ or V̂ element: decode(code) * scale (bf16: the value itself). */
-static double kv_value(const qattn_tensor *cache, const qattn_tensor *scale, int64_t slot,
-                       int64_t g, int64_t d) {
-    double v = qattn__ref_decode_elem(qattn__ref_at(cache, slot, g, d, 0), cache->dtype);
-    if (cache->dtype == QATTN_BF16) return v;
-    return v * (double)qattn__ref_f32(scale, slot, g, 0, 0);
+static double kv_value(const kv_side *k, int64_t slot, int64_t g, int64_t d) {
+    double v = qattn__ref_decode_elem(qattn__ref_cache_at(k->cache, &k->cv, slot, g, d), k->cache->dtype);
+    if (k->cache->dtype == QATTN_BF16) return v;
+    float sc;
+    memcpy(&sc, qattn__ref_cache_at(k->scale, &k->sv, slot, g, 0), sizeof sc);
+    return v * (double)sc;
 }
 
 /* s_p: sm_scale * q . K̂, then the optional softcap. */
 /* The softcapped, scaled score of q against one decoded K row. */
 static double score(const qattn_decode_args *a, const double *q, const double *krow) {
-    const int64_t D = a->k_cache.shape[2];
+    const int64_t D = qattn__cache_head_dim(&a->k_cache);
     double dot = 0.0;
     for (int64_t d = 0; d < D; ++d) dot += q[d] * krow[d];
     double s = (double)a->sm_scale * dot;
@@ -81,8 +99,10 @@ static double score(const qattn_decode_args *a, const double *q, const double *k
 
 qattn_status qattn__ref_decode(const qattn_decode_args *a) {
     const int64_t B = a->q.shape[0], R = a->q.shape[1], Hq = a->q.shape[2];
-    const int64_t D = a->k_cache.shape[2], Dv = a->v_cache.shape[2];
-    const int64_t Hkv = a->k_cache.shape[1];
+    const int64_t D = qattn__cache_head_dim(&a->k_cache), Dv = qattn__cache_head_dim(&a->v_cache);
+    const int64_t Hkv = qattn__cache_heads(&a->k_cache);
+    const kv_side ks = side_of(&a->k_cache, &a->k_scale, a->page_size);
+    const kv_side vs = side_of(&a->v_cache, &a->v_scale, a->page_size);
     const int64_t group = Hq / Hkv; /* query heads per kv head */
     const int has_sinks = qattn_tensor_present(&a->sinks);
     const int has_lse = qattn_tensor_present(&a->lse);
@@ -127,7 +147,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
                         int64_t slot = 0;
                         if (!key_slot(a, b, p, &slot)) continue;
                         ++visible;
-                        for (int64_t d = 0; d < D; ++d) row[d] = kv_value(&a->k_cache, &a->k_scale, slot, g, d);
+                        for (int64_t d = 0; d < D; ++d) row[d] = kv_value(&ks, slot, g, d);
                         for (int64_t i = 0; i < nh; ++i) {
                             double s = score(a, qs + i * D, row);
                             scores[i * max_keys + (p - lo)] = s;
@@ -142,7 +162,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
                     for (int64_t p = lo; p <= hi; ++p) {
                         int64_t slot = 0;
                         if (!key_slot(a, b, p, &slot)) continue;
-                        for (int64_t d = 0; d < Dv; ++d) row[d] = kv_value(&a->v_cache, &a->v_scale, slot, g, d);
+                        for (int64_t d = 0; d < Dv; ++d) row[d] = kv_value(&vs, slot, g, d);
                         for (int64_t i = 0; i < nh; ++i) {
                             double w = exp(scores[i * max_keys + (p - lo)] - m[i]);
                             z[i] += w;

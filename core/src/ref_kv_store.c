@@ -8,8 +8,14 @@
  * the fp8 encoder (RNE, satfinite) or, for int8, round-to-nearest-even and a
  * clamp to [-127, 127].
  *
- * Slot -1 is padding and skipped. Any other slot outside [0, N_slots) makes
- * the call fail with QATTN_ERR_INDEX_OUT_OF_RANGE before anything is written.
+ * Slot -1 is padding and skipped. Any other slot outside [0, N_slots) is
+ * skipped too, as on every backend (the spec's defined result without the
+ * index mode; with QATTN_CHECK_INDICES=1 the core refuses the call before
+ * this runs).
+ *
+ * The cache and its scales may each be rank 3 / 2 or in the paged rank-4 /
+ * rank-3 form; slot s is addressed through each tensor's view (internal.h),
+ * for a paged tensor page s / P, row s % P.
  */
 #include "ref_util.h"
 
@@ -33,14 +39,30 @@ static uint8_t encode_i8(float y) {
     return (uint8_t)(int8_t)r;
 }
 
-/* Stores row (t, g) of `src` ([T, H, D] bf16) into `cache` at `slot`. */
-static void store_row(const qattn_tensor *src, const qattn_tensor *cache, const qattn_tensor *scale,
-                      int64_t t, int64_t g, int64_t slot) {
+/* A destination: cache and scales with their views. A rank-3 (rank-2
+ * scale) tensor is viewed as pages of one slot. */
+typedef struct store_dst {
+    const qattn_tensor *cache, *scale;
+    qattn__cache_view cv, sv;
+} store_dst;
+
+static store_dst dst_of(const qattn_tensor *cache, const qattn_tensor *scale) {
+    store_dst o;
+    memset(&o, 0, sizeof o);
+    o.cache = cache;
+    o.scale = scale;
+    o.cv = qattn__cache_view_of(cache, 0, 1);
+    if (qattn_tensor_present(scale)) o.sv = qattn__cache_view_of(scale, 1, 1);
+    return o;
+}
+
+/* Stores row (t, g) of `src` ([T, H, D] bf16) into the destination at `slot`. */
+static void store_row(const qattn_tensor *src, const store_dst *o, int64_t t, int64_t g, int64_t slot) {
     const int64_t D = src->shape[2];
-    const qattn_dtype dt = cache->dtype;
+    const qattn_dtype dt = o->cache->dtype;
     if (dt == QATTN_BF16) { /* plain copy of the bits */
         for (int64_t d = 0; d < D; ++d)
-            memcpy(qattn__ref_at(cache, slot, g, d, 0), qattn__ref_at(src, t, g, d, 0), 2);
+            memcpy(qattn__ref_cache_at(o->cache, &o->cv, slot, g, d), qattn__ref_at(src, t, g, d, 0), 2);
         return;
     }
     /* amax in f32 (|x| is exact). NaN inputs are ignored by the comparison. */
@@ -58,25 +80,21 @@ static void store_row(const qattn_tensor *src, const qattn_tensor *cache, const 
         float x = qattn_bf16_to_f32(qattn__ref_u16(qattn__ref_at(src, t, g, d, 0)));
         float y = x / s;
         uint8_t code = dt == QATTN_I8 ? encode_i8(y) : qattn_f32_to_fp8(y, dt);
-        *(uint8_t *)qattn__ref_at(cache, slot, g, d, 0) = code;
+        *(uint8_t *)qattn__ref_cache_at(o->cache, &o->cv, slot, g, d) = code;
     }
-    qattn__ref_put_f32(scale, slot, g, 0, 0, s);
+    memcpy(qattn__ref_cache_at(o->scale, &o->sv, slot, g, 0), &s, sizeof s);
 }
 
 qattn_status qattn__ref_kv_store(const qattn_kv_store_args *a) {
-    const int64_t T = a->k_new.shape[0], Hkv = a->k_cache.shape[1];
-    const int64_t n_slots = a->k_cache.shape[0];
-
+    const int64_t T = a->k_new.shape[0], Hkv = qattn__cache_heads(&a->k_cache);
+    const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0);
+    const store_dst k = dst_of(&a->k_cache, &a->k_scale), v = dst_of(&a->v_cache, &a->v_scale);
     for (int64_t t = 0; t < T; ++t) {
         int64_t slot = qattn__ref_i32(&a->slot_mapping, t);
-        if (slot != -1 && (slot < 0 || slot >= n_slots)) return QATTN_ERR_INDEX_OUT_OF_RANGE;
-    }
-    for (int64_t t = 0; t < T; ++t) {
-        int64_t slot = qattn__ref_i32(&a->slot_mapping, t);
-        if (slot == -1) continue;
+        if (slot < 0 || slot >= n_slots) continue; /* -1 padding, or outside: skipped */
         for (int64_t g = 0; g < Hkv; ++g) {
-            store_row(&a->k_new, &a->k_cache, &a->k_scale, t, g, slot);
-            store_row(&a->v_new, &a->v_cache, &a->v_scale, t, g, slot);
+            store_row(&a->k_new, &k, t, g, slot);
+            store_row(&a->v_new, &v, t, g, slot);
         }
     }
     return QATTN_OK;

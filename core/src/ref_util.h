@@ -19,6 +19,15 @@ static inline char *qattn__ref_at(const qattn_tensor *t, int64_t i0, int64_t i1,
     return (char *)qattn__host_ptr(t) + e * (int64_t)qattn_dtype_size(t->dtype);
 }
 
+/* Address of element d of (slot, head g) of a cache, or of the scale of
+ * (slot, g) with d = 0, through the tensor's view (internal.h): the one
+ * addressing every backend uses. */
+static inline char *qattn__ref_cache_at(const qattn_tensor *t, const qattn__cache_view *v,
+                                        int64_t slot, int64_t g, int64_t d) {
+    const int64_t e = qattn__cache_offset(v, slot, g) + d;
+    return (char *)qattn__host_ptr(t) + e * (int64_t)qattn_dtype_size(t->dtype);
+}
+
 static inline int32_t qattn__ref_i32(const qattn_tensor *t, int64_t i0) {
     int32_t v;
     memcpy(&v, qattn__ref_at(t, i0, 0, 0, 0), sizeof v);

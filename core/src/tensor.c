@@ -121,8 +121,8 @@ static void dtype_list(uint32_t mask, char *buf, size_t n) {
     }
 }
 
-qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
-                                 int32_t rank, char *err, size_t n) {
+static qattn_status check_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
+                                 int32_t rank, int last_may_broadcast, char *err, size_t n) {
     if (!t->buffer)
         return qattn__err(err, n, QATTN_ERR_NULL_BUFFER, "%s: buffer is NULL", name);
     if (t->dtype <= QATTN_DTYPE_INVALID || t->dtype >= QATTN_DTYPE_COUNT ||
@@ -147,10 +147,10 @@ qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32
             return qattn__err(err, n, QATTN_ERR_STRIDE, "%s: stride[%d] = %" PRId64 " is negative",
                               name, (int)i, t->strides[i]);
     }
-    if (t->strides[rank - 1] != 1)
+    if (t->strides[rank - 1] != 1 && !(last_may_broadcast && t->strides[rank - 1] == 0))
         return qattn__err(err, n, QATTN_ERR_STRIDE,
-                          "%s: last dimension must be contiguous (stride 1, got %" PRId64 ")", name,
-                          t->strides[rank - 1]);
+                          "%s: last dimension must be contiguous (stride 1%s, got %" PRId64 ")", name,
+                          last_may_broadcast ? ", or 0 to broadcast" : "", t->strides[rank - 1]);
     size_t es = qattn_dtype_size(t->dtype);
     if (t->offset % es != 0)
         return qattn__err(err, n, QATTN_ERR_ALIGNMENT,
@@ -173,22 +173,40 @@ qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32
     return QATTN_OK;
 }
 
+qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
+                                 int32_t rank, char *err, size_t n) {
+    return check_tensor(t, name, dtype_mask, rank, 0, err, n);
+}
+
+qattn_status qattn__check_tensor_bcast(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
+                                       int32_t rank, char *err, size_t n) {
+    return check_tensor(t, name, dtype_mask, rank, 1, err, n);
+}
+
+/* Stride of dimension dim, 0 where its extent is at most 1 (free there, and
+ * possibly huge: it must not enter a product). */
+static int64_t used_stride(const qattn_tensor *t, int dim) {
+    return t->shape[dim] <= 1 ? 0 : t->strides[dim];
+}
+
 qattn_cache_view qattn_cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size) {
     qattn_cache_view v;
     memset(&v, 0, sizeof v);
-    const int paged = t->rank == (is_scale ? 3 : 4);
-    if (paged) {
+    if (qattn__cache_is_paged(t, is_scale)) {
         v.page_rows = t->shape[1];
-        v.n_slots = t->shape[0] * t->shape[1];
-        v.page_stride = t->strides[0];
-        v.row_stride = t->strides[1];
-        v.head_stride = t->strides[2];
+        v.n_slots = qattn__cache_slots(t, is_scale);
+        v.page_stride = used_stride(t, 0);
+        v.row_stride = used_stride(t, 1);
+        v.head_stride = used_stride(t, 2);
     } else {
         v.page_rows = page_size;
         v.n_slots = t->shape[0];
-        v.page_stride = t->strides[0] * page_size;
-        v.row_stride = t->strides[0];
-        v.head_stride = t->strides[1];
+        /* < 2^62 for a validated tensor (its used strides fit int32); in
+         * unsigned arithmetic so a planner's look at unvalidated arguments
+         * cannot overflow */
+        v.page_stride = (int64_t)((uint64_t)used_stride(t, 0) * (uint64_t)page_size);
+        v.row_stride = used_stride(t, 0);
+        v.head_stride = used_stride(t, 1);
     }
     return v;
 }

@@ -24,23 +24,87 @@ static qattn_status shape_eq(const qattn_tensor *t, const char *name, int dim, i
     return QATTN_OK;
 }
 
-/* k/v caches and their scales, shared by decode and the KV store. */
+/* A cache (is_scale 0) or scale tensor in either of its forms: cache rank 3
+ * [N_slots, Hkv, D] or rank 4 [N_pages, P, Hkv, D]; scales rank 2
+ * [N_slots, Hkv] or rank 3 [N_pages, P, Hkv]. Scales may broadcast (stride 0
+ * on any dimension, the last included) when `writes` is 0. */
+static qattn_status check_kv_tensor(const qattn_tensor *t, const char *name, int is_scale,
+                                    int writes, char *err, size_t n) {
+    const int32_t flat = is_scale ? 2 : 3;
+    if (t->buffer && t->rank != flat && t->rank != flat + 1)
+        return qattn__err(err, n, QATTN_ERR_SHAPE,
+                          is_scale ? "%s: rank %d, expected 2 ([N_slots, Hkv]) or 3 ([N_pages, P, Hkv])"
+                                   : "%s: rank %d, expected 3 ([N_slots, Hkv, D]) or 4 ([N_pages, P, Hkv, D])",
+                          name, (int)t->rank);
+    const int32_t rank = t->buffer ? t->rank : flat;
+    if (is_scale && !writes) CHECK(qattn__check_tensor_bcast(t, name, QATTN_DT(QATTN_F32), rank, err, n));
+    else CHECK(qattn__check_tensor(t, name, is_scale ? QATTN_DT(QATTN_F32) : KV_DTYPES, rank, err, n));
+    if (qattn__cache_is_paged(t, is_scale) && t->shape[1] < 1)
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: shape[1] = %" PRId64 " rows per page, must be >= 1",
+                          name, t->shape[1]);
+    if (writes) {
+        /* Every (slot, head) row is written once; a stride of 0 would make
+         * two of them the same memory. */
+        for (int32_t i = 0; i + 1 < t->rank; ++i)
+            if (t->shape[i] > 1 && t->strides[i] == 0)
+                return qattn__err(err, n, QATTN_ERR_STRIDE,
+                                  "%s: stride[%d] is 0 on a dimension of %" PRId64
+                                  "; the KV store writes every slot and head, so they cannot share memory",
+                                  name, (int)i, t->shape[i]);
+    }
+    return QATTN_OK;
+}
+
+/* A tensor of the cache in the rank-4 form whose rows per page differ from
+ * the call's page size (decode: pages of the page table are pages of the
+ * cache). */
+static qattn_status check_page_rows(const qattn_tensor *t, const char *name, int is_scale,
+                                    int64_t page_size, char *err, size_t n) {
+    if (qattn__cache_is_paged(t, is_scale) && t->shape[1] != page_size)
+        return qattn__err(err, n, QATTN_ERR_SHAPE,
+                          "%s: rank %d with %" PRId64 " rows per page (shape[1]) but page_size is %" PRId64,
+                          name, (int)t->rank, t->shape[1], page_size);
+    return QATTN_OK;
+}
+
+static qattn_status same_slots(const qattn_tensor *t, const char *name, int is_scale,
+                               int64_t want, char *err, size_t n) {
+    const int64_t got = qattn__cache_slots(t, is_scale);
+    if (got != want)
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: %" PRId64 " slots%s but k_cache has %" PRId64, name,
+                          got, qattn__cache_is_paged(t, is_scale) ? " (pages x rows)" : "", want);
+    return QATTN_OK;
+}
+
+static qattn_status same_heads(const qattn_tensor *t, const char *name, int is_scale, int64_t want,
+                               char *err, size_t n) {
+    const int dim = t->rank - (is_scale ? 1 : 2);
+    return shape_eq(t, name, dim, want, "k_cache's kv heads", err, n);
+}
+
+/* k/v caches and their scales, shared by decode and the KV store (`writes`:
+ * the KV store, whose caches and scales are outputs). */
 static qattn_status check_cache(const qattn_tensor *kc, const qattn_tensor *vc,
-                                const qattn_tensor *ks, const qattn_tensor *vs, char *err,
-                                size_t n) {
-    CHECK(qattn__check_tensor(kc, "k_cache", KV_DTYPES, 3, err, n));
-    CHECK(qattn__check_tensor(vc, "v_cache", KV_DTYPES, 3, err, n));
+                                const qattn_tensor *ks, const qattn_tensor *vs, int writes,
+                                char *err, size_t n) {
+    CHECK(check_kv_tensor(kc, "k_cache", 0, writes, err, n));
+    CHECK(check_kv_tensor(vc, "v_cache", 0, writes, err, n));
     if (vc->dtype != kc->dtype)
         return qattn__err(err, n, QATTN_ERR_DTYPE, "v_cache: dtype %s differs from k_cache's %s",
                           qattn_dtype_name(vc->dtype), qattn_dtype_name(kc->dtype));
-    CHECK(shape_eq(vc, "v_cache", 0, kc->shape[0], "k_cache's slot count", err, n));
-    CHECK(shape_eq(vc, "v_cache", 1, kc->shape[1], "k_cache's kv heads", err, n));
-    if (kc->shape[1] < 1)
+    const int64_t slots = qattn__cache_slots(kc, 0), Hkv = qattn__cache_heads(kc);
+    const int64_t D = qattn__cache_head_dim(kc);
+    if (slots > INT32_MAX)
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                          "k_cache: %" PRId64 " slots (pages x rows), over int32 (kernels index slots with int32)",
+                          slots);
+    CHECK(same_slots(vc, "v_cache", 0, slots, err, n));
+    CHECK(same_heads(vc, "v_cache", 0, Hkv, err, n));
+    if (Hkv < 1)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "k_cache: needs at least one kv head");
-    if (!head_dim_ok(kc->shape[2]))
-        return qattn__err(err, n, QATTN_ERR_SHAPE, "k_cache: head dim %" PRId64 " not in {64, 128, 256}",
-                          kc->shape[2]);
-    CHECK(shape_eq(vc, "v_cache", 2, kc->shape[2], "the head dim of k_cache (Dv = D)", err, n));
+    if (!head_dim_ok(D))
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "k_cache: head dim %" PRId64 " not in {64, 128, 256}", D);
+    CHECK(shape_eq(vc, "v_cache", vc->rank - 1, D, "the head dim of k_cache (Dv = D)", err, n));
     if (kc->dtype == QATTN_BF16) {
         if (qattn_tensor_present(ks) || qattn_tensor_present(vs))
             return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
@@ -48,12 +112,12 @@ static qattn_status check_cache(const qattn_tensor *kc, const qattn_tensor *vc,
                               qattn_tensor_present(ks) ? "k_scale" : "v_scale");
         return QATTN_OK;
     }
-    CHECK(qattn__check_tensor(ks, "k_scale", QATTN_DT(QATTN_F32), 2, err, n));
-    CHECK(qattn__check_tensor(vs, "v_scale", QATTN_DT(QATTN_F32), 2, err, n));
-    CHECK(shape_eq(ks, "k_scale", 0, kc->shape[0], "k_cache's slot count", err, n));
-    CHECK(shape_eq(ks, "k_scale", 1, kc->shape[1], "k_cache's kv heads", err, n));
-    CHECK(shape_eq(vs, "v_scale", 0, kc->shape[0], "k_cache's slot count", err, n));
-    CHECK(shape_eq(vs, "v_scale", 1, kc->shape[1], "k_cache's kv heads", err, n));
+    CHECK(check_kv_tensor(ks, "k_scale", 1, writes, err, n));
+    CHECK(check_kv_tensor(vs, "v_scale", 1, writes, err, n));
+    CHECK(same_slots(ks, "k_scale", 1, slots, err, n));
+    CHECK(same_heads(ks, "k_scale", 1, Hkv, err, n));
+    CHECK(same_slots(vs, "v_scale", 1, slots, err, n));
+    CHECK(same_heads(vs, "v_scale", 1, Hkv, err, n));
     return QATTN_OK;
 }
 
@@ -67,9 +131,9 @@ qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_
     if (R < 1 || R > 8)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "q: %" PRId64 " query rows, must be 1..8", R);
     if (Hq < 1) return qattn__err(err, n, QATTN_ERR_SHAPE, "q: %" PRId64 " heads, must be >= 1", Hq);
-    CHECK(check_cache(&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale, err, n));
-    CHECK(shape_eq(&a->q, "q", 3, a->k_cache.shape[2], "k_cache's head dim", err, n));
-    const int64_t Hkv = a->k_cache.shape[1];
+    CHECK(check_cache(&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale, 0, err, n));
+    CHECK(shape_eq(&a->q, "q", 3, qattn__cache_head_dim(&a->k_cache), "k_cache's head dim", err, n));
+    const int64_t Hkv = qattn__cache_heads(&a->k_cache);
     if (Hq % Hkv != 0)
         return qattn__err(err, n, QATTN_ERR_SHAPE,
                           "q: %" PRId64 " heads is not a multiple of the %" PRId64 " kv heads", Hq, Hkv);
@@ -86,7 +150,7 @@ qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_
     CHECK(shape_eq(&a->o, "o", 0, B, "batch", err, n));
     CHECK(shape_eq(&a->o, "o", 1, R, "query rows", err, n));
     CHECK(shape_eq(&a->o, "o", 2, Hq, "q heads", err, n));
-    CHECK(shape_eq(&a->o, "o", 3, a->v_cache.shape[2], "v_cache's head dim", err, n));
+    CHECK(shape_eq(&a->o, "o", 3, qattn__cache_head_dim(&a->v_cache), "v_cache's head dim", err, n));
     if (qattn_tensor_present(&a->lse)) {
         CHECK(qattn__check_tensor(&a->lse, "lse", F32, 3, err, n));
         CHECK(shape_eq(&a->lse, "lse", 0, B, "batch", err, n));
@@ -96,6 +160,12 @@ qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_
     if (a->page_size < 1)
         return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "page_size: %d, must be >= 1",
                           (int)a->page_size);
+    CHECK(check_page_rows(&a->k_cache, "k_cache", 0, a->page_size, err, n));
+    CHECK(check_page_rows(&a->v_cache, "v_cache", 0, a->page_size, err, n));
+    if (qattn_tensor_present(&a->k_scale)) {
+        CHECK(check_page_rows(&a->k_scale, "k_scale", 1, a->page_size, err, n));
+        CHECK(check_page_rows(&a->v_scale, "v_scale", 1, a->page_size, err, n));
+    }
     if (a->max_kv_len < 0)
         return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "max_kv_len: %d, must be >= 0",
                           (int)a->max_kv_len);
@@ -113,15 +183,16 @@ qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_
 qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n) {
     if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
     const uint32_t BF16 = QATTN_DT(QATTN_BF16);
-    CHECK(check_cache(&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale, err, n));
+    CHECK(check_cache(&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale, 1, err, n));
     CHECK(qattn__check_tensor(&a->k_new, "k_new", BF16, 3, err, n));
     CHECK(qattn__check_tensor(&a->v_new, "v_new", BF16, 3, err, n));
     const int64_t T = a->k_new.shape[0];
-    CHECK(shape_eq(&a->k_new, "k_new", 1, a->k_cache.shape[1], "k_cache's kv heads", err, n));
-    CHECK(shape_eq(&a->k_new, "k_new", 2, a->k_cache.shape[2], "k_cache's head dim", err, n));
+    const int64_t Hkv = qattn__cache_heads(&a->k_cache), D = qattn__cache_head_dim(&a->k_cache);
+    CHECK(shape_eq(&a->k_new, "k_new", 1, Hkv, "k_cache's kv heads", err, n));
+    CHECK(shape_eq(&a->k_new, "k_new", 2, D, "k_cache's head dim", err, n));
     CHECK(shape_eq(&a->v_new, "v_new", 0, T, "k_new's token count", err, n));
-    CHECK(shape_eq(&a->v_new, "v_new", 1, a->v_cache.shape[1], "v_cache's kv heads", err, n));
-    CHECK(shape_eq(&a->v_new, "v_new", 2, a->v_cache.shape[2], "v_cache's head dim", err, n));
+    CHECK(shape_eq(&a->v_new, "v_new", 1, Hkv, "v_cache's kv heads", err, n));
+    CHECK(shape_eq(&a->v_new, "v_new", 2, qattn__cache_head_dim(&a->v_cache), "v_cache's head dim", err, n));
     CHECK(qattn__check_tensor(&a->slot_mapping, "slot_mapping", QATTN_DT(QATTN_I32), 1, err, n));
     CHECK(shape_eq(&a->slot_mapping, "slot_mapping", 0, T, "k_new's token count", err, n));
     return QATTN_OK;

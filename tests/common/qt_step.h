@@ -180,14 +180,17 @@ static inline int qt_step_reference(qt_step *s, char *err, size_t n) {
     qattn_kv_store_args kv = qt_step_kv_args(s, buf, 0);
     qattn_decode_args de = qt_step_decode_args(s, buf, 0);
     qattn_mqa_logits_args mq = qt_step_mqa_args(s, buf, 0);
-    const qattn_decode_options dopt = {QATTN_DECODE_GENERIC, 0};
+    const qattn_decode_options dopt = {QATTN_DECODE_SIMT, 0};
     qattn_decode_plan dp;
     qattn_mqa_logits_plan mp;
+    qattn_buffer *dws = NULL;
     const char *what = "wrap";
     if (ok && (what = "kv_store", qattn_kv_store(cpu, &kv) != QATTN_OK)) ok = 0;
     if (ok && (what = "decode", qattn_decode_plan_create(cpu, &de, &dopt, &dp) != QATTN_OK ||
-                                    qattn_decode_run(cpu, &dp, &de, NULL, 0) != QATTN_OK))
+                                    qattn_buffer_alloc(cpu, dp.workspace_bytes, &dws) != QATTN_OK ||
+                                    qattn_decode_run(cpu, &dp, &de, dws, 0) != QATTN_OK))
         ok = 0;
+    qattn_buffer_free(cpu, dws);
     if (ok && (what = "mqa_logits", qattn_mqa_logits_plan_create(cpu, &mq, NULL, &mp) != QATTN_OK ||
                                         qattn_mqa_logits_run(cpu, &mp, &mq, NULL, 0) != QATTN_OK))
         ok = 0;

@@ -2,8 +2,8 @@
 # suite for every backend. Each tests/parity/parity_<op>.c defines
 # `const parity_op parity_op_<op>`; the table of ops is generated here from
 # the files present, so an op joins by adding its file. Backends are
-# compiled in when built: Vulkan with QATTN_HAVE_VULKAN, HIP when the target
-# qattn_hip exists. Area files (tests/vulkan.cmake, a HIP one) include this
+# compiled in when built (Vulkan with QATTN_HAVE_VULKAN, HIP when the target
+# qattn_hip exists) and found by name through qattn/backends.h. Area files (tests/vulkan.cmake, a HIP one) include this
 # and register their ctest entries.
 include_guard(GLOBAL)
 
@@ -41,10 +41,8 @@ if(QATTN_PARITY_LIBM)
   target_link_libraries(qattn_parity PRIVATE ${QATTN_PARITY_LIBM})
 endif()
 if(QATTN_HAVE_VULKAN)
-  target_link_libraries(qattn_parity PRIVATE qattn_vulkan)
-  target_compile_definitions(qattn_parity PRIVATE QATTN_PARITY_HAVE_VULKAN)
+  target_link_libraries(qattn_parity PRIVATE qattn_vulkan) # qattn/backends.h then names it
 endif()
 if(TARGET qattn_hip)
   target_link_libraries(qattn_parity PRIVATE qattn_hip)
-  target_compile_definitions(qattn_parity PRIVATE QATTN_PARITY_HAVE_HIP)
 endif()

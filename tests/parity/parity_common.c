@@ -56,6 +56,21 @@ int pt_make(pt_tensor *t, qattn_dtype dt, int32_t rank, const int64_t *shape, co
     return 1;
 }
 
+void pt_view(pt_tensor *t, const pt_tensor *owner, qattn_dtype dt, int32_t rank, const int64_t *shape,
+             const int64_t *strides, uint64_t offset) {
+    memset(t, 0, sizeof *t);
+    t->dtype = dt;
+    t->rank = rank;
+    for (int32_t k = 0; k < rank; ++k) {
+        t->shape[k] = shape[k];
+        t->strides[k] = strides[k];
+    }
+    t->offset = offset;
+    t->bytes = owner->bytes;
+    t->host = owner->host;
+    t->owner = owner;
+}
+
 void *pt_at(const pt_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const int64_t idx[4] = {i0, i1, i2, i3};
     int64_t e = 0;
@@ -81,6 +96,7 @@ void *pt_at_linear(const pt_tensor *t, int64_t n) {
 static qattn_context *side(parity_ctx *pc, int which) { return which ? pc->dev : pc->ref; }
 
 qattn_status pt_upload(parity_ctx *pc, pt_tensor *t) {
+    if (t->owner) return QATTN_OK; /* the owner carries the bytes */
     for (int w = 0; w < 2; ++w) {
         qattn_status s;
         if (!t->buf[w] && (s = qattn_buffer_alloc(side(pc, w), t->bytes, &t->buf[w])) != QATTN_OK)
@@ -91,14 +107,15 @@ qattn_status pt_upload(parity_ctx *pc, pt_tensor *t) {
 }
 
 qattn_status pt_download(parity_ctx *pc, const pt_tensor *t, int which, uint8_t *img) {
-    return qattn_buffer_download(side(pc, which), t->buf[which], 0, img, t->bytes);
+    const pt_tensor *o = t->owner ? t->owner : t;
+    return qattn_buffer_download(side(pc, which), o->buf[which], 0, img, o->bytes);
 }
 
 qattn_tensor pt_desc(const pt_tensor *t, int which) {
     qattn_tensor d;
     memset(&d, 0, sizeof d);
     if (!t->host) return d;
-    d.buffer = t->buf[which];
+    d.buffer = t->owner ? t->owner->buf[which] : t->buf[which];
     d.offset = t->offset;
     d.dtype = t->dtype;
     d.rank = t->rank;
@@ -123,6 +140,10 @@ int pt_gaps_equal(const pt_tensor *t, const uint8_t *img, uint8_t byte) {
 }
 
 void pt_free(parity_ctx *pc, pt_tensor *t) {
+    if (t->owner) {
+        memset(t, 0, sizeof *t);
+        return;
+    }
     for (int w = 0; w < 2; ++w) qattn_buffer_free(side(pc, w), t->buf[w]);
     free(t->host);
     memset(t, 0, sizeof *t);

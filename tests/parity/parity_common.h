@@ -82,12 +82,20 @@ typedef struct pt_tensor {
     size_t bytes;         /* size of the buffer image */
     uint8_t *host;        /* image of the whole buffer */
     qattn_buffer *buf[2]; /* [0] on ref, [1] on dev */
+    /* A view into another tensor's buffer (K and V interleaved in one
+     * allocation, a broadcast scale): host and bytes are the owner's, the
+     * buffers are the owner's, and only the owner is uploaded and freed. */
+    const struct pt_tensor *owner;
 } pt_tensor;
 
 /* Host image of `shape` with layout l (NULL = dense), all bytes = fill.
  * Returns 0 on allocation failure. */
 int pt_make(pt_tensor *t, qattn_dtype dt, int32_t rank, const int64_t *shape, const pt_layout *l,
             uint8_t fill);
+/* A view of `owner`'s buffer: shape and strides (elements of dt), element 0
+ * at byte `offset` of the owner's buffer. */
+void pt_view(pt_tensor *t, const pt_tensor *owner, qattn_dtype dt, int32_t rank, const int64_t *shape,
+             const int64_t *strides, uint64_t offset);
 void *pt_at(const pt_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
 int64_t pt_count(const pt_tensor *t);
 void *pt_at_linear(const pt_tensor *t, int64_t n);

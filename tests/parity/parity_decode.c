@@ -10,6 +10,15 @@
  * the cartesian product of the main dimensions. Layouts whose rows are only
  * 1-, 4- or 8-byte aligned reach every load width of the tiled kernel, and
  * GQA 16 / 16 rows per kv head its widest row blocks.
+ *
+ * Cache forms engines use, without a copy (spec 2): rank-4 paged caches
+ * [N_pages, P, Hkv, D] stored page-major head-major ([page, head, P, d],
+ * FlashInfer's HND), dense ([page, P, head, d]), and K and V interleaved in
+ * one allocation ([page, K|V, P, head, d], their scales likewise); scales
+ * per token (head stride 0) and per tensor (every stride 0). For the rank-4
+ * forms the reference's result must also equal, bit for bit, its result on
+ * a rank-3 copy of the same cache: the addressing is checked independently
+ * of the view every backend shares.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -31,53 +40,70 @@ typedef struct decode_case {
     int softcap, sinks, lse;
     int layout, splits;
     int same_lens; /* every request has `keys` keys (ad-hoc --shape cases) */
+    int form;      /* F3 (rank 3, the layouts above), F_HND, F_NHD4, F_KV1 */
+    int scales;    /* S_ROW per (token, head), S_TOKEN per token, S_TENSOR one */
 } decode_case;
+
+enum { F3, F_HND, F_NHD4, F_KV1 };           /* cache forms */
+enum { S_ROW, S_TOKEN, S_TENSOR };           /* scale granularity */
+static const char *const FORM_NAMES[] = {"", "_hnd", "_nhd4", "_kv1"};
+static const char *const SCALE_NAMES[] = {"", "_tokscale", "_tensorscale"};
 
 #define FN QATTN_FP8_E4M3FN
 #define FNUZ QATTN_FP8_E4M3FNUZ
 #define BF QATTN_BF16
 #define I8 QATTN_I8
 
-/* B R Hkv G D dtype page keys window softcap sinks lse layout splits same_lens */
+/* B R Hkv G D dtype page keys window softcap sinks lse layout splits same_lens form scales */
 static const decode_case CASES[] = {
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},   /* GQA 4: 16x8x16 matrix */
-    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0, 0}, /* GQA 8, long, 1-slot pages */
-    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8, 0},   /* padded strides */
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0, 0},  /* unaligned: 1-byte loads */
-    {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1, 0},
-    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0, 0},
-    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64, 0},
-    {1, 8, 2, 1, 256, FN, 1, 17, -1, 1, 0, 1, HEAD, 8, 0},
-    {5, 1, 1, 4, 256, FNUZ, 16, 1, -1, 0, 1, 0, TOK, 64, 0},
-    {1, 3, 2, 8, 256, I8, 1, 513, -1, 1, 1, 1, PAD, 1, 0},
-    {5, 8, 1, 4, 64, FN, 16, 17, 5, 0, 0, 1, UNAL, 8, 0},
-    {1, 1, 2, 1, 128, I8, 16, 4099, 511, 1, 0, 1, HEAD, 0, 0},
-    {5, 3, 1, 1, 128, FNUZ, 1, 513, -1, 0, 0, 0, UNAL, 64, 0},
-    {1, 1, 1, 8, 64, BF, 16, 513, -1, 1, 1, 1, PAD, 8, 0},
-    {1, 3, 4, 4, 256, BF, 16, 17, 3, 0, 1, 1, TOK, 0, 0},
-    {5, 1, 2, 8, 128, I8, 1, 17, -1, 0, 1, 1, TOK, 1, 0},
-    {1, 8, 1, 4, 128, FNUZ, 16, 513, -1, 1, 1, 1, HEAD, 0, 0},
-    {1, 1, 1, 1, 256, FN, 16, 4099, -1, 0, 0, 1, UNAL, 8, 0},
-    {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64, 0},
-    {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1, 0},
-    {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0, 0},
-    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0, 0}, /* window/softcap/sinks */
-    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0},     /* head-major */
-    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0},      /* Hkv 2: scale rows 8 B */
-    {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0, 0},
-    {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0},     /* 16 rows: 16x16x16, 8-byte loads */
-    {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0},      /* GQA 16: two head blocks, 4-byte loads */
-    {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0},    /* bf16, 16 rows, 4-byte loads */
-    {1, 1, 4, 2, 128, FNUZ, 16, 4099, 255, 1, 0, 1, TOK, 0, 0}, /* GQA 2: two rows per kv head */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW},   /* GQA 4: 16x8x16 matrix */
+    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0, 0, F3, S_ROW},   /* GQA 8, long, 1-slot pages */
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8, 0, F3, S_ROW},   /* padded strides */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0, 0, F3, S_ROW},   /* unaligned: 1-byte loads */
+    {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1, 0, F3, S_ROW},
+    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0, 0, F3, S_ROW},
+    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64, 0, F3, S_ROW},
+    {1, 8, 2, 1, 256, FN, 1, 17, -1, 1, 0, 1, HEAD, 8, 0, F3, S_ROW},
+    {5, 1, 1, 4, 256, FNUZ, 16, 1, -1, 0, 1, 0, TOK, 64, 0, F3, S_ROW},
+    {1, 3, 2, 8, 256, I8, 1, 513, -1, 1, 1, 1, PAD, 1, 0, F3, S_ROW},
+    {5, 8, 1, 4, 64, FN, 16, 17, 5, 0, 0, 1, UNAL, 8, 0, F3, S_ROW},
+    {1, 1, 2, 1, 128, I8, 16, 4099, 511, 1, 0, 1, HEAD, 0, 0, F3, S_ROW},
+    {5, 3, 1, 1, 128, FNUZ, 1, 513, -1, 0, 0, 0, UNAL, 64, 0, F3, S_ROW},
+    {1, 1, 1, 8, 64, BF, 16, 513, -1, 1, 1, 1, PAD, 8, 0, F3, S_ROW},
+    {1, 3, 4, 4, 256, BF, 16, 17, 3, 0, 1, 1, TOK, 0, 0, F3, S_ROW},
+    {5, 1, 2, 8, 128, I8, 1, 17, -1, 0, 1, 1, TOK, 1, 0, F3, S_ROW},
+    {1, 8, 1, 4, 128, FNUZ, 16, 513, -1, 1, 1, 1, HEAD, 0, 0, F3, S_ROW},
+    {1, 1, 1, 1, 256, FN, 16, 4099, -1, 0, 0, 1, UNAL, 8, 0, F3, S_ROW},
+    {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64, 0, F3, S_ROW},
+    {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1, 0, F3, S_ROW},
+    {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0, 0, F3, S_ROW},
+    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0, 0, F3, S_ROW},   /* window/softcap/sinks */
+    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0, F3, S_ROW},   /* head-major */
+    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW},   /* Hkv 2: scale rows 8 B */
+    {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0, 0, F3, S_ROW},
+    {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0, F3, S_ROW},   /* 16 rows: 16x16x16, 8-byte loads */
+    {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0, F3, S_ROW},   /* GQA 16: two head blocks, 4-byte loads */
+    {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0, F3, S_ROW},   /* bf16, 16 rows, 4-byte loads */
+    {1, 1, 4, 2, 128, FNUZ, 16, 4099, 255, 1, 0, 1, TOK, 0, 0, F3, S_ROW},   /* GQA 2: two rows per kv head */
+    /* cache forms and broadcast scales (form, scales last) */
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F_HND, S_ROW},   /* HND */
+    {1, 3, 2, 4, 64, BF, 16, 200, 37, 1, 1, 1, TOK, 0, 0, F_HND, S_ROW},
+    {5, 1, 2, 8, 128, I8, 8, 513, -1, 0, 1, 1, TOK, 8, 0, F_KV1, S_ROW},    /* interleaved K/V */
+    {1, 8, 1, 4, 256, FNUZ, 16, 1000, -1, 1, 0, 1, TOK, 0, 0, F_KV1, S_TENSOR},
+    {5, 1, 4, 1, 64, FN, 1, 300, -1, 0, 0, 1, TOK, 0, 0, F_NHD4, S_TOKEN},  /* P = 1 as rank 4 */
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_TOKEN},    /* per-token scale */
+    {1, 3, 2, 4, 128, I8, 1, 513, 63, 0, 1, 1, HEAD, 1, 0, F3, S_TENSOR},   /* per-tensor scale */
+    {5, 1, 4, 4, 128, FNUZ, 16, 513, -1, 0, 0, 1, TOK, 64, 0, F_HND, S_TENSOR},
 };
 
 static void case_name(const decode_case *c, char *buf, size_t n) {
     char win[16];
     if (c->window < 0) snprintf(win, sizeof win, "none");
     else snprintf(win, sizeof win, "%d", c->window);
-    snprintf(buf, n, "decode/B%d_R%d_Hkv%d_G%d_D%d_%s_P%d_L%d_win%s_cap%d_sink%d_lse%d_%s_s%d", c->B,
+    snprintf(buf, n, "decode/B%d_R%d_Hkv%d_G%d_D%d_%s_P%d_L%d_win%s_cap%d_sink%d_lse%d_%s_s%d%s%s", c->B,
              c->R, c->Hkv, c->G, c->D, qattn_dtype_name(c->dt), c->page, c->keys, win, c->softcap,
-             c->sinks, c->lse, LAYOUT_NAMES[c->layout], c->splits);
+             c->sinks, c->lse, LAYOUT_NAMES[c->layout], c->splits, FORM_NAMES[c->form],
+             SCALE_NAMES[c->scales]);
 }
 
 /* Layout of a cache [N, H, D] (order = memory order of dims). */
@@ -125,12 +151,15 @@ static pt_layout act_layout(int layout, int rank, qt_rng *rng) {
 
 typedef struct decode_data {
     pt_tensor q, k, v, ks, vs, indptr, indices, lens, sinks, o, lse;
+    /* owners of the views k, v (interleaved) and ks, vs (interleaved or
+     * broadcast); absent otherwise */
+    pt_tensor own_kv, own_ks, own_vs;
     int max_len;
 } decode_data;
 
 static void data_free(parity_ctx *pc, decode_data *d) {
     pt_tensor *all[] = {&d->q, &d->k, &d->v, &d->ks, &d->vs, &d->indptr, &d->indices,
-                        &d->lens, &d->sinks, &d->o, &d->lse};
+                        &d->lens, &d->sinks, &d->o, &d->lse, &d->own_kv, &d->own_ks, &d->own_vs};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) pt_free(pc, all[i]);
 }
 
@@ -149,6 +178,108 @@ static void fill_cache(pt_tensor *t, qt_rng *rng) {
     }
 }
 
+/* Scales put decoded values around 0.05..3 whatever the format. */
+static void fill_scales(pt_tensor *t, qattn_dtype dt, qt_rng *rng) {
+    const float fmax = dt == QATTN_I8 ? 127.0f : qattn_fp8_max(dt);
+    for (int64_t n = 0; n < pt_count(t); ++n) {
+        float a = qt_uniform(rng, 0.3f, 3.0f) / fmax;
+        memcpy(pt_at_linear(t, n), &a, 4);
+    }
+}
+
+/* A per-(token, head) scale tensor of the case's form, unfilled. */
+static int make_scale_image(const decode_case *c, int64_t n_pages, pt_tensor *t) {
+    if (c->form != F3) {
+        const int64_t sh[3] = {n_pages, c->page, c->Hkv};
+        return pt_make(t, QATTN_F32, 3, sh, NULL, PT_POISON);
+    }
+    /* Scales keep heads contiguous (the contract's last dimension);
+     * unaligned layouts offset and pad them. */
+    const int64_t sh[2] = {n_pages * c->page, c->Hkv};
+    pt_layout ls = pt_dense();
+    if (c->layout == UNAL) {
+        ls.lead = 1;
+        ls.pad = 1;
+    }
+    return pt_make(t, QATTN_F32, 2, sh, &ls, PT_POISON);
+}
+
+/* Scales of one cache in the case's form and granularity: [N_slots, Hkv]
+ * (rank-3 caches) or [N_pages, P, Hkv] (rank 4); per token or per tensor
+ * as a view with stride 0 of a smaller allocation `own`. */
+static int make_scale(const decode_case *c, int64_t n_pages, qt_rng *rng, pt_tensor *t, pt_tensor *own) {
+    const int64_t P = c->page, H = c->Hkv, n_slots = n_pages * P;
+    const int paged = c->form != F3;
+    if (c->scales != S_ROW) {
+        const int64_t n1[1] = {c->scales == S_TOKEN ? n_slots : 1};
+        if (!pt_make(own, QATTN_F32, 1, n1, NULL, PT_POISON)) return 0;
+        fill_scales(own, c->dt, rng);
+        const int tok = c->scales == S_TOKEN;
+        if (paged) {
+            const int64_t sh[3] = {n_pages, P, H}, st[3] = {tok ? P : 0, tok ? 1 : 0, 0};
+            pt_view(t, own, QATTN_F32, 3, sh, st, own->offset);
+        } else {
+            const int64_t sh[2] = {n_slots, H}, st[2] = {tok ? 1 : 0, 0};
+            pt_view(t, own, QATTN_F32, 2, sh, st, own->offset);
+        }
+        return 1;
+    }
+    if (!make_scale_image(c, n_pages, t)) return 0;
+    fill_scales(t, c->dt, rng);
+    return 1;
+}
+
+/* K, V and their scales in the case's form. */
+static int make_cache(const decode_case *c, int64_t n_pages, qt_rng *rng, decode_data *d) {
+    const int64_t P = c->page, H = c->Hkv, D = c->D, n_slots = n_pages * P;
+    const uint64_t es = qattn_dtype_size(c->dt);
+    if (c->form == F3) {
+        const int64_t cs[3] = {n_slots, H, D};
+        pt_layout lk = cache_layout(c->layout, c->dt, rng), lv = cache_layout(c->layout, c->dt, rng);
+        if (!pt_make(&d->k, c->dt, 3, cs, &lk, PT_POISON) || !pt_make(&d->v, c->dt, 3, cs, &lv, PT_POISON))
+            return 0;
+    } else if (c->form == F_HND || c->form == F_NHD4) {
+        const int64_t cs[4] = {n_pages, P, H, D};
+        pt_layout l = pt_dense();
+        if (c->form == F_HND) { /* [page, head, P, d] in memory */
+            l.order[1] = 2;
+            l.order[2] = 1;
+        }
+        if (!pt_make(&d->k, c->dt, 4, cs, &l, PT_POISON) || !pt_make(&d->v, c->dt, 4, cs, &l, PT_POISON))
+            return 0;
+    } else { /* [page, K|V, P, head, d]: K of a page, then its V */
+        const int64_t os[4] = {n_pages, 2, P * H, D};
+        if (!pt_make(&d->own_kv, c->dt, 4, os, NULL, PT_POISON)) return 0;
+        const int64_t cs[4] = {n_pages, P, H, D}, st[4] = {2 * P * H * D, H * D, D, 1};
+        pt_view(&d->k, &d->own_kv, c->dt, 4, cs, st, d->own_kv.offset);
+        pt_view(&d->v, &d->own_kv, c->dt, 4, cs, st, d->own_kv.offset + (uint64_t)(P * H * D) * es);
+    }
+    fill_cache(&d->k, rng);
+    fill_cache(&d->v, rng);
+    if (c->dt == QATTN_BF16) return 1;
+    if (c->form == F3 && c->scales == S_ROW) { /* k and v scales drawn in turn */
+        if (!make_scale_image(c, n_pages, &d->ks) || !make_scale_image(c, n_pages, &d->vs)) return 0;
+        const float fmax = c->dt == QATTN_I8 ? 127.0f : qattn_fp8_max(c->dt);
+        for (int64_t n = 0; n < pt_count(&d->ks); ++n) {
+            float a = qt_uniform(rng, 0.3f, 3.0f) / fmax, b = qt_uniform(rng, 0.3f, 3.0f) / fmax;
+            memcpy(pt_at_linear(&d->ks, n), &a, 4);
+            memcpy(pt_at_linear(&d->vs, n), &b, 4);
+        }
+        return 1;
+    }
+    if (c->form == F_KV1 && c->scales == S_ROW) { /* [page, K|V, P, head] */
+        const int64_t os[3] = {n_pages, 2, P * H};
+        if (!pt_make(&d->own_ks, QATTN_F32, 3, os, NULL, PT_POISON)) return 0;
+        const int64_t sh[3] = {n_pages, P, H}, st[3] = {2 * P * H, H, 1};
+        pt_view(&d->ks, &d->own_ks, QATTN_F32, 3, sh, st, d->own_ks.offset);
+        pt_view(&d->vs, &d->own_ks, QATTN_F32, 3, sh, st, d->own_ks.offset + (uint64_t)(P * H) * 4u);
+        fill_scales(&d->ks, c->dt, rng);
+        fill_scales(&d->vs, c->dt, rng);
+        return 1;
+    }
+    return make_scale(c, n_pages, rng, &d->ks, &d->own_ks) && make_scale(c, n_pages, rng, &d->vs, &d->own_vs);
+}
+
 /* Builds every input on the host: random requests over a shuffled page pool,
  * caches with a few extra pages nobody references. Returns 0 on OOM. */
 static int make_inputs(const decode_case *c, qt_rng *rng, decode_data *d) {
@@ -164,7 +295,6 @@ static int make_inputs(const decode_case *c, qt_rng *rng, decode_data *d) {
     }
     d->max_len = c->keys;
     const int64_t n_pages = pages_total + 3;
-    const int64_t n_slots = n_pages * c->page;
 
     const int64_t qs[4] = {c->B, c->R, Hq, c->D};
     pt_layout la = act_layout(c->layout, 4, rng);
@@ -174,32 +304,7 @@ static int make_inputs(const decode_case *c, qt_rng *rng, decode_data *d) {
         uint16_t b = qattn_f32_to_bf16(amp * qt_signed(rng, 0.05f, 1.0f));
         memcpy(pt_at_linear(&d->q, n), &b, 2);
     }
-    const int64_t cs[3] = {n_slots, c->Hkv, c->D};
-    pt_layout lk = cache_layout(c->layout, c->dt, rng), lv = cache_layout(c->layout, c->dt, rng);
-    if (!pt_make(&d->k, c->dt, 3, cs, &lk, PT_POISON) || !pt_make(&d->v, c->dt, 3, cs, &lv, PT_POISON))
-        return 0;
-    fill_cache(&d->k, rng);
-    fill_cache(&d->v, rng);
-    if (c->dt != QATTN_BF16) {
-        const int64_t ss[2] = {n_slots, c->Hkv};
-        /* Scales keep heads contiguous (the contract's last dimension);
-         * unaligned layouts offset and pad them. */
-        pt_layout ls = pt_dense();
-        if (c->layout == UNAL) {
-            ls.lead = 1;
-            ls.pad = 1;
-        }
-        if (!pt_make(&d->ks, QATTN_F32, 2, ss, &ls, PT_POISON) ||
-            !pt_make(&d->vs, QATTN_F32, 2, ss, &ls, PT_POISON))
-            return 0;
-        /* Scales put decoded values around 0.05..3 whatever the format. */
-        const float fmax = c->dt == QATTN_I8 ? 127.0f : qattn_fp8_max(c->dt);
-        for (int64_t n = 0; n < pt_count(&d->ks); ++n) {
-            float a = qt_uniform(rng, 0.3f, 3.0f) / fmax, b = qt_uniform(rng, 0.3f, 3.0f) / fmax;
-            memcpy(pt_at_linear(&d->ks, n), &a, 4);
-            memcpy(pt_at_linear(&d->vs, n), &b, 4);
-        }
-    }
+    if (!make_cache(c, n_pages, rng, d)) return 0;
     /* Paging: a shuffled pool of page ids, handed out to requests in order. */
     const int64_t one[1] = {c->B + 1}, nb[1] = {c->B}, np[1] = {pages_total > 0 ? pages_total : 1};
     if (!pt_make(&d->indptr, QATTN_I32, 1, one, NULL, PT_POISON) ||
@@ -341,6 +446,78 @@ static qattn_status run_side(parity_ctx *pc, int w, const decode_case *c, decode
     return s;
 }
 
+/* The reference on a rank-3 token-major copy of a rank-4 cache (slot s =
+ * page s / P, row s % P, by the spec's words, not the view) must give the
+ * same bytes as on the cache itself. Fails the case and returns 0 if not. */
+static int flat_matches(parity_ctx *pc, const decode_case *c, decode_data *d, qt_rng *rng,
+                        const char *name) {
+    const int64_t np = d->k.shape[0], P = d->k.shape[1], H = c->Hkv, D = c->D;
+    const int64_t cs[3] = {np * P, H, D}, ss[2] = {np * P, H};
+    pt_tensor k3, v3, ks3, vs3, o2, lse2;
+    memset(&ks3, 0, sizeof ks3);
+    memset(&vs3, 0, sizeof vs3);
+    memset(&lse2, 0, sizeof lse2);
+    const size_t es = qattn_dtype_size(c->dt);
+    int ok = pt_make(&k3, c->dt, 3, cs, NULL, PT_POISON) && pt_make(&v3, c->dt, 3, cs, NULL, PT_POISON) &&
+             pt_make(&o2, QATTN_BF16, 4, d->o.shape, NULL, PT_POISON);
+    if (ok && d->ks.host)
+        ok = pt_make(&ks3, QATTN_F32, 2, ss, NULL, PT_POISON) && pt_make(&vs3, QATTN_F32, 2, ss, NULL, PT_POISON);
+    if (ok && d->lse.host) ok = pt_make(&lse2, QATTN_F32, 3, d->lse.shape, NULL, PT_POISON);
+    for (int64_t slot = 0; ok && slot < np * P; ++slot)
+        for (int64_t g = 0; g < H; ++g) {
+            for (int64_t e = 0; e < D; ++e) {
+                memcpy(pt_at(&k3, slot, g, e, 0), pt_at(&d->k, slot / P, slot % P, g, e), es);
+                memcpy(pt_at(&v3, slot, g, e, 0), pt_at(&d->v, slot / P, slot % P, g, e), es);
+            }
+            if (d->ks.host) {
+                memcpy(pt_at(&ks3, slot, g, 0, 0), pt_at(&d->ks, slot / P, slot % P, g, 0), 4);
+                memcpy(pt_at(&vs3, slot, g, 0, 0), pt_at(&d->vs, slot / P, slot % P, g, 0), 4);
+            }
+        }
+    pt_tensor *ts[6] = {&k3, &v3, &ks3, &vs3, &o2, &lse2};
+    qattn_status s = ok ? QATTN_OK : QATTN_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < 6 && s == QATTN_OK; ++i)
+        if (ts[i]->host) s = pt_upload(pc, ts[i]);
+    qattn_decode_args a = args_of(c, d, 0);
+    a.k_cache = pt_desc(&k3, 0);
+    a.v_cache = pt_desc(&v3, 0);
+    a.k_scale = pt_desc(&ks3, 0);
+    a.v_scale = pt_desc(&vs3, 0);
+    a.o = pt_desc(&o2, 0);
+    a.lse = pt_desc(&lse2, 0);
+    qattn_decode_plan plan;
+    qattn_device_caps caps;
+    qattn_get_caps(pc->ref, &caps);
+    if (s == QATTN_OK) s = qattn_decode_plan_compute(&caps, &a, NULL, &plan, NULL, 0);
+    qattn_buffer *ws = NULL;
+    if (s == QATTN_OK) s = pt_scratch(pc->ref, plan.workspace_bytes, PT_POISON, &ws);
+    if (s == QATTN_OK) s = qattn_decode_run(pc->ref, &plan, &a, ws, 0);
+    qattn_buffer_free(pc->ref, ws);
+    int same = 0;
+    if (s == QATTN_OK) {
+        pt_tensor *pairs[2][2] = {{&d->o, &o2}, {&d->lse, &lse2}};
+        same = 1;
+        for (int t = 0; t < 2 && same; ++t) {
+            if (!pairs[t][0]->host) continue;
+            uint8_t *x = malloc(pairs[t][0]->bytes), *y = malloc(pairs[t][1]->bytes);
+            same = x && y && pt_download(pc, pairs[t][0], 0, x) == QATTN_OK &&
+                   pt_download(pc, pairs[t][1], 0, y) == QATTN_OK;
+            for (int64_t n = 0; same && n < pt_count(pairs[t][0]); ++n)
+                same = !memcmp(pt_img_at(pairs[t][0], x, n), pt_img_at(pairs[t][1], y, n),
+                               qattn_dtype_size(pairs[t][0]->dtype));
+            free(x);
+            free(y);
+        }
+        if (!same) pt_fail(pc, rng, name, "reference on the rank-4 cache differs from its rank-3 copy");
+    } else {
+        pt_fail(pc, rng, name, "reference on the rank-3 copy: %s: %s", qattn_status_name(s),
+                qattn_last_error(pc->ref));
+    }
+    for (int i = 0; i < 6; ++i)
+        if (ts[i]->host) pt_free(pc, ts[i]);
+    return same;
+}
+
 static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
     char name[96];
     case_name(c, name, sizeof name);
@@ -353,7 +530,8 @@ static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
         data_free(pc, &d);
         return;
     }
-    pt_tensor *ins[] = {&d.q, &d.k, &d.v, &d.ks, &d.vs, &d.indptr, &d.indices, &d.lens, &d.sinks, &d.o, &d.lse};
+    pt_tensor *ins[] = {&d.q,       &d.k,   &d.v,      &d.ks,     &d.vs,     &d.indptr, &d.indices,
+                        &d.lens,    &d.sinks, &d.o,    &d.lse,    &d.own_kv, &d.own_ks, &d.own_vs};
     for (size_t i = 0; i < sizeof ins / sizeof ins[0]; ++i) {
         if (!ins[i]->host) continue;
         qattn_status s = pt_upload(pc, ins[i]);
@@ -375,6 +553,10 @@ static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
     qattn_status s = pc->no_check ? QATTN_OK : run_side(pc, 0, c, &d, NULL, &ref_plan, 0, name);
     if (s != QATTN_OK) {
         pt_fail(pc, &rng, name, "reference: %s: %s", qattn_status_name(s), qattn_last_error(pc->ref));
+        data_free(pc, &d);
+        return;
+    }
+    if (!pc->no_check && c->form != F3 && !flat_matches(pc, c, &d, &rng, name)) {
         data_free(pc, &d);
         return;
     }
@@ -489,6 +671,8 @@ static void run_full(parity_ctx *pc) {
                         c.layout = idx % 4;
                         c.splits = splits[idx % 4];
                         c.same_lens = 0;
+                        c.form = F3;
+                        c.scales = S_ROW;
                         run_case(pc, &c, idx++);
                     }
 }

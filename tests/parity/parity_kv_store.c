@@ -2,6 +2,16 @@
  * Parity cases of the KV store (spec 2; spec 4: codes and scales
  * bit-identical to the reference).
  *
+ * Layouts: token-major, head-major and padded rank-3 caches; rank-4 paged
+ * caches [N_pages, P, Hkv, D] stored page-major head-major ([page, head, P,
+ * d], FlashInfer's HND), and K and V interleaved in one allocation ([page,
+ * K|V, P, head, d], scales likewise). The images hold guard slots (a guard
+ * page) past the cache the descriptors describe, so a write at slot
+ * N_slots is caught. "oob" cases give some tokens slots outside the cache
+ * (N_slots, -2, INT32_MIN, 2^24, INT32_MAX, ...): every backend skips them;
+ * "checked" cases run them with QATTN_CHECK_INDICES=1, where every backend
+ * refuses the call and nothing may change.
+ *
  * Caches start as random bytes (identical on both sides), so the check
  * covers the slots written, the slots skipped (-1 padding) and every byte
  * outside the written rows. Inputs mix ordinary values with rows that
@@ -9,7 +19,9 @@
  * and very large magnitudes (denormal scales, saturation), and values that
  * land on exact rounding ties after the division.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,26 +31,107 @@
 #include "qattn/convert.h"
 #include "tolerance.h"
 
+enum { L_TOK, L_HEAD, L_PAD, L_HND, L_KV1 }; /* cache layouts */
+enum { BAD_NONE, BAD_OOB, BAD_CHECKED };      /* out-of-range slots */
+
 typedef struct store_case {
     int T, Hkv, D;
     qattn_dtype dt;
-    int layout; /* 0 token-major, 1 head-major cache, 2 padded/unaligned */
+    int layout;
     int full;
+    int bad;
 } store_case;
 
 static const store_case CASES[] = {
-    {1, 1, 64, QATTN_BF16, 0, 0},          {7, 4, 128, QATTN_FP8_E4M3FN, 0, 0},
-    {33, 8, 128, QATTN_FP8_E4M3FNUZ, 1, 0}, {9, 2, 256, QATTN_I8, 2, 0},
-    {16, 8, 64, QATTN_FP8_E4M3FN, 2, 0},   {5, 1, 256, QATTN_FP8_E4M3FNUZ, 0, 0},
-    {12, 3, 128, QATTN_I8, 1, 0},          {20, 2, 256, QATTN_BF16, 2, 0},
-    {64, 8, 256, QATTN_FP8_E4M3FN, 1, 1},  {128, 4, 128, QATTN_I8, 0, 1},
-    {96, 8, 64, QATTN_FP8_E4M3FNUZ, 2, 1}, {40, 8, 128, QATTN_BF16, 1, 1},
+    {1, 1, 64, QATTN_BF16, L_TOK, 0, 0},           {7, 4, 128, QATTN_FP8_E4M3FN, L_TOK, 0, 0},
+    {33, 8, 128, QATTN_FP8_E4M3FNUZ, L_HEAD, 0, 0}, {9, 2, 256, QATTN_I8, L_PAD, 0, 0},
+    {16, 8, 64, QATTN_FP8_E4M3FN, L_PAD, 0, 0},    {5, 1, 256, QATTN_FP8_E4M3FNUZ, L_TOK, 0, 0},
+    {12, 3, 128, QATTN_I8, L_HEAD, 0, 0},          {20, 2, 256, QATTN_BF16, L_PAD, 0, 0},
+    {21, 4, 128, QATTN_FP8_E4M3FN, L_HND, 0, 0},   {13, 2, 64, QATTN_BF16, L_HND, 0, 0},
+    {19, 8, 128, QATTN_I8, L_KV1, 0, 0},           {11, 2, 256, QATTN_FP8_E4M3FNUZ, L_KV1, 0, 0},
+    /* slots outside the cache: skipped, or refused under the index mode */
+    {12, 2, 128, QATTN_FP8_E4M3FN, L_TOK, 0, BAD_OOB}, {10, 3, 64, QATTN_BF16, L_HEAD, 0, BAD_OOB},
+    {14, 2, 64, QATTN_I8, L_HND, 0, BAD_OOB},       {9, 4, 128, QATTN_FP8_E4M3FNUZ, L_KV1, 0, BAD_OOB},
+    {8, 2, 128, QATTN_FP8_E4M3FN, L_PAD, 0, BAD_CHECKED}, {8, 2, 64, QATTN_BF16, L_KV1, 0, BAD_CHECKED},
+    {64, 8, 256, QATTN_FP8_E4M3FN, L_HEAD, 1, 0},  {128, 4, 128, QATTN_I8, L_TOK, 1, 0},
+    {96, 8, 64, QATTN_FP8_E4M3FNUZ, L_PAD, 1, 0},  {40, 8, 128, QATTN_BF16, L_HEAD, 1, 0},
+    {70, 8, 128, QATTN_FP8_E4M3FN, L_HND, 1, 0},   {50, 4, 128, QATTN_I8, L_KV1, 1, 0},
 };
 
 static void case_name(const store_case *c, char *buf, size_t n) {
-    static const char *const L[] = {"tok", "head", "padded"};
-    snprintf(buf, n, "kv_store/T%d_Hkv%d_D%d_%s_%s", c->T, c->Hkv, c->D, qattn_dtype_name(c->dt),
-             L[c->layout]);
+    static const char *const L[] = {"tok", "head", "padded", "hnd", "kv1"};
+    static const char *const B[] = {"", "_oob", "_checked"};
+    snprintf(buf, n, "kv_store/T%d_Hkv%d_D%d_%s_%s%s", c->T, c->Hkv, c->D, qattn_dtype_name(c->dt),
+             L[c->layout], B[c->bad]);
+}
+
+/* Rows per page of the rank-4 layouts. */
+#define PAGE_HND 16
+#define PAGE_KV1 8
+/* Slots (rank 3) or pages (rank 4) in the images past the described cache. */
+#define GUARD 3
+
+typedef struct store_cache {
+    pt_tensor kc, vc, ks, vs;  /* the descriptors' tensors (views for kv1) */
+    pt_tensor own_c, own_s;    /* kv1: the one allocation of K and V, of their scales */
+    int64_t n_slots;           /* slots the descriptors hold */
+} store_cache;
+
+/* The caches of case c with at least `want` slots. Returns 0 on OOM. */
+static int make_cache(const store_case *c, int64_t want, store_cache *o) {
+    memset(o, 0, sizeof *o);
+    const int scaled = c->dt != QATTN_BF16;
+    const int64_t H = c->Hkv, D = c->D;
+    if (c->layout == L_HND || c->layout == L_KV1) {
+        const int64_t P = c->layout == L_HND ? PAGE_HND : PAGE_KV1;
+        const int64_t np = (want + P - 1) / P;
+        o->n_slots = np * P;
+        if (c->layout == L_HND) { /* [page, head, P, d] in memory */
+            const int64_t cs[4] = {np + GUARD, P, H, D}, ss[3] = {np + GUARD, P, H};
+            pt_layout l = pt_dense();
+            l.order[1] = 2;
+            l.order[2] = 1;
+            if (!pt_make(&o->kc, c->dt, 4, cs, &l, PT_POISON) || !pt_make(&o->vc, c->dt, 4, cs, &l, PT_POISON))
+                return 0;
+            if (scaled && (!pt_make(&o->ks, QATTN_F32, 3, ss, NULL, PT_POISON) ||
+                           !pt_make(&o->vs, QATTN_F32, 3, ss, NULL, PT_POISON)))
+                return 0;
+        } else { /* [page, K|V, P, head, d] and scales [page, K|V, P, head] */
+            const int64_t os[4] = {np + GUARD, 2, P * H, D}, oss[4] = {np + GUARD, 2, P, H};
+            if (!pt_make(&o->own_c, c->dt, 4, os, NULL, PT_POISON)) return 0;
+            const int64_t cs[4] = {np + GUARD, P, H, D}, cst[4] = {2 * P * H * D, H * D, D, 1};
+            const uint64_t es = qattn_dtype_size(c->dt);
+            pt_view(&o->kc, &o->own_c, c->dt, 4, cs, cst, o->own_c.offset);
+            pt_view(&o->vc, &o->own_c, c->dt, 4, cs, cst, o->own_c.offset + (uint64_t)(P * H * D) * es);
+            if (scaled) {
+                if (!pt_make(&o->own_s, QATTN_F32, 4, oss, NULL, PT_POISON)) return 0;
+                const int64_t ss[3] = {np + GUARD, P, H}, sst[3] = {2 * P * H, H, 1};
+                pt_view(&o->ks, &o->own_s, QATTN_F32, 3, ss, sst, o->own_s.offset);
+                pt_view(&o->vs, &o->own_s, QATTN_F32, 3, ss, sst, o->own_s.offset + (uint64_t)(P * H) * 4u);
+            }
+        }
+        o->kc.shape[0] = o->vc.shape[0] = np; /* the guard pages are outside */
+        if (scaled) o->ks.shape[0] = o->vs.shape[0] = np;
+        return 1;
+    }
+    o->n_slots = want;
+    const int64_t cs[3] = {want + GUARD, H, D}, ss[2] = {want + GUARD, H};
+    pt_layout lc = pt_dense();
+    if (c->layout == L_HEAD) {
+        lc.order[0] = 1;
+        lc.order[1] = 0;
+    } else if (c->layout == L_PAD) {
+        lc.pad = 5;
+        lc.lead = 3;
+    }
+    if (!pt_make(&o->kc, c->dt, 3, cs, &lc, PT_POISON) || !pt_make(&o->vc, c->dt, 3, cs, &lc, PT_POISON))
+        return 0;
+    if (scaled && (!pt_make(&o->ks, QATTN_F32, 2, ss, c->layout == L_PAD ? &lc : NULL, PT_POISON) ||
+                   !pt_make(&o->vs, QATTN_F32, 2, ss, c->layout == L_PAD ? &lc : NULL, PT_POISON)))
+        return 0;
+    o->kc.shape[0] = o->vc.shape[0] = want; /* the guard slots are outside */
+    if (scaled) o->ks.shape[0] = o->vs.shape[0] = want;
+    return 1;
 }
 
 /* One (token, head) row of new values, in one of several regimes. */
@@ -73,39 +166,37 @@ static void run_case(parity_ctx *pc, const store_case *c) {
     case_name(c, name, sizeof name);
     if (!pt_selected(pc, name)) return;
     qt_rng rng = qt_rng_for(name);
-    const int64_t n_slots = 2 * c->T + 5;
-    pt_tensor kn, vn, slots, kc, vc, ks, vs;
-    memset(&ks, 0, sizeof ks);
-    memset(&vs, 0, sizeof vs);
-    const int64_t ns[3] = {c->T, c->Hkv, c->D}, cs[3] = {n_slots, c->Hkv, c->D}, ss[2] = {n_slots, c->Hkv};
-    const int64_t ts[1] = {c->T};
-    pt_layout lnew = pt_dense(), lc = pt_dense();
-    if (c->layout == 1) {
-        lc.order[0] = 1;
-        lc.order[1] = 0;
-    } else if (c->layout == 2) {
+    pt_tensor kn, vn, slots;
+    store_cache sc;
+    const int64_t ns[3] = {c->T, c->Hkv, c->D}, ts[1] = {c->T};
+    pt_layout lnew = pt_dense();
+    if (c->layout == L_PAD) {
         lnew.pad = 3;
         lnew.lead = 1;
-        lc.pad = 5;
-        lc.lead = 3;
     }
     int ok = pt_make(&kn, QATTN_BF16, 3, ns, &lnew, PT_POISON) && pt_make(&vn, QATTN_BF16, 3, ns, &lnew, PT_POISON) &&
-             pt_make(&slots, QATTN_I32, 1, ts, NULL, PT_POISON) && pt_make(&kc, c->dt, 3, cs, &lc, PT_POISON) &&
-             pt_make(&vc, c->dt, 3, cs, &lc, PT_POISON);
-    if (ok && c->dt != QATTN_BF16)
-        ok = pt_make(&ks, QATTN_F32, 2, ss, c->layout == 2 ? &lc : NULL, PT_POISON) &&
-             pt_make(&vs, QATTN_F32, 2, ss, c->layout == 2 ? &lc : NULL, PT_POISON);
+             pt_make(&slots, QATTN_I32, 1, ts, NULL, PT_POISON) && make_cache(c, 2 * c->T + 5, &sc);
     if (!ok) {
         pt_fail(pc, &rng, name, "out of host memory");
         return;
     }
+    const int64_t n_slots = sc.n_slots;
+    /* The buffers compared (an allocation once, whatever views it holds). */
+    pt_tensor *bufs[4];
+    int nbufs = 0;
+    if (c->layout == L_KV1) {
+        bufs[nbufs++] = &sc.own_c;
+        if (sc.own_s.host) bufs[nbufs++] = &sc.own_s;
+    } else {
+        pt_tensor *t4[4] = {&sc.kc, &sc.vc, &sc.ks, &sc.vs};
+        for (int i = 0; i < 4; ++i)
+            if (t4[i]->host) bufs[nbufs++] = t4[i];
+    }
     /* Random bytes everywhere in the caches (same on both sides). */
-    pt_tensor *caches[4] = {&kc, &vc, &ks, &vs};
-    for (int i = 0; i < 4; ++i)
-        for (size_t b = 0; caches[i]->host && b < caches[i]->bytes; ++b)
-            caches[i]->host[b] = (uint8_t)qt_u32(&rng);
+    for (int i = 0; i < nbufs; ++i)
+        for (size_t b = 0; b < bufs[i]->bytes; ++b) bufs[i]->host[b] = (uint8_t)qt_u32(&rng);
     uint16_t *row = malloc((size_t)c->D * 2);
-    for (int t = 0; t < c->T; ++t)
+    for (int t = 0; row && t < c->T; ++t)
         for (int h = 0; h < c->Hkv; ++h) {
             pt_tensor *src[2] = {&kn, &vn};
             for (int w = 0; w < 2; ++w) {
@@ -115,67 +206,70 @@ static void run_case(parity_ctx *pc, const store_case *c) {
             }
         }
     free(row);
-    /* Distinct slots, some tokens padding (-1). */
+    /* Distinct slots, some tokens padding (-1); in the oob cases some
+     * outside the cache. */
+    const int64_t bad[6] = {n_slots, n_slots + 3, -2, INT32_MIN, (int64_t)1 << 24, INT32_MAX};
     for (int t = 0; t < c->T; ++t) {
-        int32_t s = (t % 5 == 3) ? -1 : (int32_t)(2 * t + (int)qt_int(&rng, 0, 1));
-        memcpy(pt_at(&slots, t, 0, 0, 0), &s, 4);
+        int64_t s = (t % 5 == 3) ? -1 : 2 * t + qt_int(&rng, 0, 1);
+        if (c->bad && t % 3 == 1) s = bad[(t / 3 + c->T) % 6]; /* the oob cases cover all six */
+        int32_t s32 = (int32_t)s;
+        memcpy(pt_at(&slots, t, 0, 0, 0), &s32, 4);
     }
-    pt_tensor *all[7] = {&kn, &vn, &slots, &kc, &vc, &ks, &vs};
+    pt_tensor *ups[7] = {&kn, &vn, &slots, &sc.kc, &sc.vc, &sc.ks, &sc.vs};
+    pt_tensor *owners[2] = {&sc.own_c, &sc.own_s};
     qattn_status s = QATTN_OK;
+    for (int i = 0; i < 2 && s == QATTN_OK; ++i)
+        if (owners[i]->host) s = pt_upload(pc, owners[i]);
     for (int i = 0; i < 7 && s == QATTN_OK; ++i)
-        if (all[i]->host) s = pt_upload(pc, all[i]);
+        if (ups[i]->host) s = pt_upload(pc, ups[i]);
+    const int checked = c->bad == BAD_CHECKED;
+    const qattn_status want = checked ? QATTN_ERR_INDEX_OUT_OF_RANGE : QATTN_OK;
     for (int w = 0; w < 2 && s == QATTN_OK; ++w) {
         qattn_kv_store_args a;
         memset(&a, 0, sizeof a);
         a.k_new = pt_desc(&kn, w);
         a.v_new = pt_desc(&vn, w);
         a.slot_mapping = pt_desc(&slots, w);
-        a.k_cache = pt_desc(&kc, w);
-        a.v_cache = pt_desc(&vc, w);
-        a.k_scale = pt_desc(&ks, w);
-        a.v_scale = pt_desc(&vs, w);
+        a.k_cache = pt_desc(&sc.kc, w);
+        a.v_cache = pt_desc(&sc.vc, w);
+        a.k_scale = pt_desc(&sc.ks, w);
+        a.v_scale = pt_desc(&sc.vs, w);
         qattn_context *ctx = w ? pc->dev : pc->ref;
-        s = qattn_kv_store(ctx, &a);
-        if (s == QATTN_OK) s = qattn_synchronize(ctx);
-        if (s != QATTN_OK) {
-            pt_fail(pc, &rng, name, "%s: %s: %s", w ? pc->backend : "reference", qattn_status_name(s),
-                    qattn_last_error(ctx));
-            break;
+        if (checked) setenv("QATTN_CHECK_INDICES", "1", 1);
+        qattn_status r = qattn_kv_store(ctx, &a);
+        if (checked) unsetenv("QATTN_CHECK_INDICES");
+        if (r == QATTN_OK) r = qattn_synchronize(ctx);
+        if (r != want) {
+            pt_fail(pc, &rng, name, "%s: %s (expected %s): %s", w ? pc->backend : "reference",
+                    qattn_status_name(r), qattn_status_name(want), qattn_last_error(ctx));
+            s = r == QATTN_OK ? QATTN_ERR_INVALID_ARGUMENT : r;
         }
     }
     if (s == QATTN_OK) {
-        int bad = 0;
-        for (int i = 0; i < 4 && !bad; ++i) {
-            pt_tensor *T = caches[i];
-            if (!T->host) continue;
+        int bad_at = 0;
+        for (int i = 0; i < nbufs && !bad_at; ++i) {
+            pt_tensor *T = bufs[i];
             uint8_t *ri = malloc(T->bytes), *di = malloc(T->bytes);
             if (!ri || !di || pt_download(pc, T, 0, ri) != QATTN_OK || pt_download(pc, T, 1, di) != QATTN_OK) {
                 pt_fail(pc, &rng, name, "download failed");
-                bad = 1;
+                bad_at = 1;
             } else {
-                ptrdiff_t at = qt_tol_kv_store_bytes(di, ri, T->bytes);
+                /* the reference's bytes, or (refused) the bytes uploaded */
+                ptrdiff_t at = qt_tol_kv_store_bytes(di, checked ? T->host : ri, T->bytes);
+                if (at < 0 && checked) at = qt_tol_kv_store_bytes(ri, T->host, T->bytes);
                 if (at >= 0) {
-                    static const char *const nm[4] = {"k_cache", "v_cache", "k_scale", "v_scale"};
-                    /* Name the element: byte -> (slot, head, d) via a scan. */
-                    char where[96] = "outside every element";
-                    for (int64_t n = 0; n < pt_count(T); ++n) {
-                        size_t off = (size_t)((uint8_t *)pt_at_linear(T, n) - T->host);
-                        if ((size_t)at >= off && (size_t)at < off + qattn_dtype_size(T->dtype)) {
-                            snprintf(where, sizeof where, "element %" PRId64, n);
-                            break;
-                        }
-                    }
-                    pt_fail(pc, &rng, name, "%s byte %td (%s): got 0x%02x, reference 0x%02x", nm[i], at,
-                            where, di[at], ri[at]);
-                    bad = 1;
+                    pt_fail(pc, &rng, name, "buffer %d byte %td: got 0x%02x, reference 0x%02x, before 0x%02x%s",
+                            i, at, di[at], ri[at], T->host[at], checked ? " (refused call wrote)" : "");
+                    bad_at = 1;
                 }
             }
             free(ri);
             free(di);
         }
-        if (!bad) pt_pass(pc, name, "");
+        if (!bad_at) pt_pass(pc, name, "");
     }
-    for (int i = 0; i < 7; ++i)
+    pt_tensor *all[9] = {&kn, &vn, &slots, &sc.kc, &sc.vc, &sc.ks, &sc.vs, &sc.own_c, &sc.own_s};
+    for (int i = 0; i < 9; ++i)
         if (all[i]->host) pt_free(pc, all[i]);
 }
 

@@ -25,13 +25,8 @@
 
 #include "parity_common.h"
 #include "parity_ops.h" /* generated: PARITY_OPS, the table of registered ops */
+#include "qattn/backends.h"
 #include "qattn/qattn.h"
-#ifdef QATTN_PARITY_HAVE_VULKAN
-#include "qattn/vulkan.h"
-#endif
-#ifdef QATTN_PARITY_HAVE_HIP
-#include "qattn/hip.h"
-#endif
 
 #define SKIP 77
 
@@ -40,17 +35,6 @@ static void usage(void) {
             "usage: qattn_parity --backend vulkan|hip|cpu [--op NAME] [--filter S] [--full]\n"
             "                    [--variant NAME] [--no-validation] [--device SEL] [--list] [-v]\n"
             "                    [--shape SPEC] [--time N] [--no-check]\n");
-}
-
-static const qattn_backend_iface *backend_by_name(const char *name) {
-    if (strcmp(name, "cpu") == 0) return qattn_backend_cpu();
-#ifdef QATTN_PARITY_HAVE_VULKAN
-    if (strcmp(name, "vulkan") == 0) return qattn_backend_vulkan();
-#endif
-#ifdef QATTN_PARITY_HAVE_HIP
-    if (strcmp(name, "hip") == 0) return qattn_backend_hip();
-#endif
-    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -87,7 +71,7 @@ int main(int argc, char **argv) {
         usage();
         return 2;
     }
-    const qattn_backend_iface *iface = backend_by_name(backend);
+    const qattn_backend_iface *iface = qattn_backend_by_name(backend);
     if (!iface) {
         printf("SKIP: backend %s is not built into this binary\n", backend);
         return SKIP;

@@ -199,6 +199,10 @@ hipError_t qhsim_get_device_count(int *n) {
     return hipSuccess;
 }
 hipError_t qhsim_set_device(int d) { return d == 0 ? hipSuccess : qhsimErrorNoDevice; }
+hipError_t qhsim_get_device(int *d) {
+    *d = 0; /* the one simulated device is always current */
+    return hipSuccess;
+}
 hipError_t qhsim_device_get_attribute(int *v, int attr, int d) {
     (void)d;
     switch (attr) {

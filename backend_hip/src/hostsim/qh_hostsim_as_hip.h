@@ -28,6 +28,7 @@ enum {
 
 hipError_t qhsim_get_device_count(int *n);
 hipError_t qhsim_set_device(int d);
+hipError_t qhsim_get_device(int *d);
 hipError_t qhsim_device_get_attribute(int *v, int attr, int d);
 hipError_t qhsim_device_name_arch(int d, char *name, size_t nn, char *arch, size_t na);
 hipError_t qhsim_malloc(void **p, size_t n);
@@ -49,6 +50,7 @@ hipError_t qhsim_module_launch_kernel(hipFunction_t f, unsigned gx, unsigned gy,
 
 #define hipGetDeviceCount qhsim_get_device_count
 #define hipSetDevice qhsim_set_device
+#define hipGetDevice qhsim_get_device
 #define hipDeviceGetAttribute qhsim_device_get_attribute
 #define hipMalloc qhsim_malloc
 #define hipFree qhsim_free

@@ -20,14 +20,11 @@ extern "C" {
 
 #define QATTN_BACKEND_ABI 1
 
-/** The core's record of a buffer. `handle` belongs to the backend (a host
- *  pointer on cpu, the backend's own struct on GPUs). */
-struct qattn_buffer {
-    qattn_context *owner;
-    void *handle;
-    uint64_t bytes;
-    int wrapped; /* non-zero: memory is the caller's; free releases the wrapper */
-};
+/** A buffer is the core's record (opaque, so it can change without breaking
+ *  backends); a backend reaches its own part through this: the handle its
+ *  buffer_alloc or buffer_wrap returned (a host pointer on cpu, the
+ *  backend's own struct on GPUs). NULL for NULL. */
+QATTN_API void *qattn_buffer_handle(const qattn_buffer *buf);
 
 /** A resolved workspace range handed to op slots. buffer NULL = none. */
 typedef struct qattn_workspace {
@@ -35,24 +32,6 @@ typedef struct qattn_workspace {
     uint64_t offset;
     uint64_t bytes;
 } qattn_workspace;
-
-/** How kernels address a K/V cache or its scales (spec 2): key row `row` of
- *  page `page` is slot page * page_rows + row; its element (head g, dim d)
- *  sits at page * page_stride + row * row_stride + g * head_stride + d
- *  elements from element 0 (scales: no d). A rank-3 cache [N_slots, Hkv, D]
- *  (scales [N_slots, Hkv]) is read as pages of `page_size` consecutive
- *  slots; a rank-4 cache [N_pages, P, Hkv, D] (scales [N_pages, P, Hkv])
- *  brings its own page and row strides. A slot is inside the cache iff
- *  0 <= slot < n_slots. Kernels take these numbers, never the rank. */
-typedef struct qattn_cache_view {
-    int64_t n_slots;
-    int64_t page_rows;
-    int64_t page_stride, row_stride, head_stride;
-} qattn_cache_view;
-
-/** The view of a validated cache tensor (is_scale 0) or of its scales
- *  (is_scale 1) for pages of page_size rows. */
-QATTN_API qattn_cache_view qattn_cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size);
 
 /** Operations a device may be asked about. */
 typedef enum qattn_op {
@@ -129,6 +108,64 @@ QATTN_API void *qattn_context_backend_instance(qattn_context *ctx, const qattn_b
 /** Records a failure of a backend-specific call on ctx's last error, with the
  *  backend's own text (iface->last_message), and returns s. */
 QATTN_API qattn_status qattn_context_backend_fail(qattn_context *ctx, qattn_status s, const char *what);
+/** Stride of dimension `dim` in elements as int32 kernels take it: 0 for an
+ *  absent tensor or a dimension of extent <= 1 (its stride is free and is
+ *  never multiplied by more than 0). The core bounds every tensor's span to
+ *  int32, so every other stride fits. */
+static inline int32_t qattn_stride32(const qattn_tensor *t, int dim) {
+    if (!t || !t->buffer || t->shape[dim] <= 1) return 0;
+    return (int32_t)t->strides[dim];
+}
+
+/** For a backend's own extension calls (qattn_hip_set_stream, ...): the
+ *  instance `ctx` runs on when it was created with `iface`, else NULL. */
+QATTN_API void *qattn_context_instance(qattn_context *ctx, const qattn_backend_iface *iface);
+/** Records an extension call's failure as ctx's last error; returns s. */
+QATTN_API qattn_status qattn_context_fail(qattn_context *ctx, qattn_status s, const char *message);
+
+/** How a backend addresses a K/V cache or its scales (spec 2), whatever
+ *  its form. Key row `row` of page `page` is slot page * page_rows + row;
+ *  its element (head g, dim d) is at page * page_stride + row * row_stride
+ *  + g * head_stride + d elements from element 0 (scales: no d). A rank-3
+ *  cache [N_slots, Hkv, D] (scales [N_slots, Hkv]) reads as pages of
+ *  `page_size` consecutive slots; a rank-4 cache [N_pages, P, Hkv, D]
+ *  (scales [N_pages, P, Hkv]) brings its own page and row strides. A slot
+ *  is inside the cache iff 0 <= slot < n_slots. Kernels take these five
+ *  numbers, never the rank. A dimension of extent 1 contributes stride 0.
+ *  Decode passes the call's page_size (rank-4 tensors then have
+ *  P = page_size); the KV store passes 1 and addresses by slot:
+ *  page = slot / page_rows, row = slot % page_rows. */
+typedef struct qattn_cache_view {
+    int64_t n_slots;
+    int64_t page_rows;
+    int64_t page_stride, row_stride, head_stride;
+} qattn_cache_view;
+
+/** The view of a validated cache (is_scale 0) or scale tensor. */
+QATTN_API qattn_cache_view qattn_cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size);
+
+/** The view in 32 bits, as int32 kernels take it. For a slot inside the
+ *  cache the element offset is below 2^31 (the core bounds every tensor's
+ *  span to int32), so offsets computed in unsigned 32-bit arithmetic from
+ *  these truncated strides are exact; only a rank-3 view's page_stride
+ *  (stride x page_size) can need more bits, and then no page past the
+ *  first is inside the cache. n_slots and page_rows fit int32. */
+typedef struct qattn_cache_view32 {
+    int32_t n_slots, page_rows;
+    uint32_t page_stride, row_stride, head_stride;
+} qattn_cache_view32;
+
+static inline qattn_cache_view32 qattn_cache_view32_of(const qattn_tensor *t, int is_scale,
+                                                       int64_t page_size) {
+    const qattn_cache_view v = qattn_cache_view_of(t, is_scale, page_size);
+    qattn_cache_view32 w;
+    w.n_slots = (int32_t)v.n_slots;
+    w.page_rows = (int32_t)v.page_rows;
+    w.page_stride = (uint32_t)(uint64_t)v.page_stride;
+    w.row_stride = (uint32_t)(uint64_t)v.row_stride;
+    w.head_stride = (uint32_t)(uint64_t)v.head_stride;
+    return w;
+}
 
 #ifdef __cplusplus
 }

@@ -11,12 +11,21 @@
  *
  * Streams: set qattn_context_options.stream to a hipStream_t (a
  * cudaStream_t on the NVIDIA platform); NULL means the default stream.
+ * qattn_hip_set_stream changes it between calls, so each call can follow
+ * the caller's current stream (an engine's per-step or per-layer stream).
  * Ops (qattn_decode_run, qattn_kv_store, qattn_mqa_logits_run) only enqueue
  * work on that stream and never wait for the device, so they can be
- * captured in a HIP graph. Buffer uploads and downloads are ordered on the
- * same stream and complete before they return; qattn_synchronize waits for
- * the stream; qattn_last_op_time_ms reads the events recorded around the
- * last op.
+ * captured in a HIP graph (a CUDA graph on the NVIDIA platform): the graph
+ * keeps the device addresses of the tensors, so replays read whatever the
+ * buffers hold then. QATTN_CHECK_INDICES=1 downloads the index tensors
+ * before each op, which waits for the device: leave it off while capturing.
+ * Buffer uploads and downloads are ordered on the same
+ * stream and complete before they return (not capturable: do them outside
+ * a capture); qattn_synchronize waits for the stream; qattn_last_op_time_ms
+ * reads the events recorded around the last op.
+ *
+ * Current device: every call makes the context's device current while it
+ * runs and restores the caller's current device before it returns.
  *
  * Memory: qattn_buffer_alloc uses hipMalloc. qattn_buffer_wrap(ctx, ptr,
  * bytes, &buf) wraps a device pointer the caller owns (from hipMalloc, a
@@ -41,6 +50,12 @@ extern "C" {
  *  HIP device, QATTN_ERR_UNSUPPORTED for a device this build has no code
  *  object for). */
 QATTN_API const qattn_backend_iface *qattn_backend_hip(void);
+
+/** Sets the stream (hipStream_t / cudaStream_t; NULL = the default stream)
+ *  that every later call on ctx enqueues on, until set again. The stream
+ *  must belong to the context's device. QATTN_ERR_INVALID_ARGUMENT when ctx
+ *  is not a HIP context. */
+QATTN_API qattn_status qattn_hip_set_stream(qattn_context *ctx, void *stream);
 
 #ifdef __cplusplus
 }

@@ -240,10 +240,13 @@ QATTN_API int qattn_tensor_present(const qattn_tensor *t);
 /** Inputs and outputs of decode attention over a paged KV cache (spec 2). */
 typedef struct qattn_decode_args {
     qattn_tensor q;          /* [B, R, Hq, D] bf16 */
-    qattn_tensor k_cache;    /* [N_slots, Hkv, D]  bf16 | fp8 fn | fp8 fnuz | i8 */
-    qattn_tensor v_cache;    /* [N_slots, Hkv, Dv] same dtype as k_cache */
-    qattn_tensor k_scale;    /* [N_slots, Hkv] f32; required unless bf16 */
-    qattn_tensor v_scale;    /* [N_slots, Hkv] f32; required unless bf16 */
+    qattn_tensor k_cache;    /* [N_slots, Hkv, D]  bf16 | fp8 fn | fp8 fnuz | i8,
+                                or paged [N_pages, page_size, Hkv, D] (free strides:
+                                HND [page, head, P, d], K/V in one allocation) */
+    qattn_tensor v_cache;    /* [N_slots, Hkv, Dv] same dtype and form choice */
+    qattn_tensor k_scale;    /* [N_slots, Hkv] or [N_pages, P, Hkv] f32; required unless
+                                bf16; stride 0 broadcasts (per token / per tensor) */
+    qattn_tensor v_scale;    /* as k_scale */
     qattn_tensor kv_indptr;  /* [B + 1] i32 */
     qattn_tensor kv_indices; /* [n_pages] i32 */
     qattn_tensor kv_lens;    /* [B] i32 */
@@ -352,12 +355,14 @@ typedef struct qattn_kv_store_args {
     qattn_tensor k_new;        /* [T, Hkv, D] bf16 */
     qattn_tensor v_new;        /* [T, Hkv, Dv] bf16 */
     qattn_tensor slot_mapping; /* [T] i32; -1 = skip */
-    qattn_tensor k_cache, v_cache; /* as in decode */
-    qattn_tensor k_scale, v_scale; /* [N_slots, Hkv] f32 unless bf16 cache */
+    qattn_tensor k_cache, v_cache; /* as in decode (rank 4: slot s = page s / P, row s % P) */
+    qattn_tensor k_scale, v_scale; /* as in decode, unless bf16 cache; no broadcast */
 } qattn_kv_store_args;
 
-/** Writes new tokens into the cache in its format (spec 2, KV store). With
- *  QATTN_CHECK_INDICES=1 every slot is checked against N_slots first. */
+/** Writes new tokens into the cache in its format (spec 2, KV store). A slot
+ *  outside [0, N_slots) is skipped (-1 is padding); with
+ *  QATTN_CHECK_INDICES=1 any slot other than -1 outside it fails the call
+ *  first, and nothing is written. */
 QATTN_API qattn_status qattn_kv_store(qattn_context *ctx, const qattn_kv_store_args *args);
 
 /* ---- operation: FP8 MQA logits --------------------------------------- */
