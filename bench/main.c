@@ -66,10 +66,10 @@ static void json_result(FILE *f, const bench_preset *p, const qattn_device_caps 
     fprintf(f, "%s\n  {\"preset\": \"%s\", \"op\": \"%s\", \"backend\": \"%s\", \"arch\": \"%s\", "
                "\"device\": \"%s\", \"variant\": \"%s\", \"splits\": %d, \"timer\": \"%s\", "
                "\"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"bytes\": %.0f, \"flops\": %.0f, "
-               "\"verified\": %s, \"worst_err_over_tol\": %.4g, \"error\": \"%s\", \"samples_us\": [",
+               "\"verified\": %s, \"worst_err_over_tol\": %.4g, \"ceiling_tflops\": %.3f, \"error\": \"%s\", \"samples_us\": [",
             first ? "" : ",", p->name, bench_op_name(p->op), backend, caps->arch, caps->device_name,
             r->variant, r->splits, r->timer, r->median_us, r->min_us, r->max_us, r->bytes, r->flops,
-            r->verified ? "true" : "false", r->worst_ratio, r->error);
+            r->verified ? "true" : "false", r->worst_ratio, r->ceiling_tflops, r->error);
     for (int i = 0; i < r->n_samples; ++i) fprintf(f, "%s%.3f", i ? ", " : "", r->samples_us[i]);
     fprintf(f, "]}");
 }
@@ -138,9 +138,12 @@ int main(int argc, char **argv) {
             printf("%-24s %-10s FAILED: %s\n", p->name, bench_op_name(p->op), r.error);
         } else {
             double gbs = r.bytes / (r.median_us * 1e3), tf = r.flops / (r.median_us * 1e6);
-            printf("%-24s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f  %s (worst err/tol %.3g, %s timer)\n",
+            char share[48] = "";
+            if (r.ceiling_tflops > 0)
+                snprintf(share, sizeof share, ", %.1f %% of the matrix ceiling", 100.0 * tf / r.ceiling_tflops);
+            printf("%-24s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f  %s (worst err/tol %.3g, %s timer%s)\n",
                    p->name, bench_op_name(p->op), r.variant, r.splits, r.median_us, r.min_us, r.max_us, gbs, tf,
-                   r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer);
+                   r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer, share);
         }
         if (jf) json_result(jf, p, &caps, qattn_backend_name(ctx), &r, ran == 1);
         free(r.samples_us);
