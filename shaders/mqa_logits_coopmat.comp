@@ -21,7 +21,7 @@
 // m-tiles of one row are summed element-wise. The subgroup stores that TM x
 // BN partial in its own slice of shared memory and its lanes add the TM
 // rows and scale by |k_scale| (subgroup-scope synchronisation only). When a
-// row lives in one subgroup (SPR == 1) the lanes write the logits directly;
+// row lives in one subgroup (SPLIT false) the lanes write the logits directly;
 // when it is spread over SPR subgroups each stores its row partial in a
 // double-buffered array and the sum over subgroups runs after the next
 // tile's barrier. A negative k_scale is folded into the decoded key's sign,
@@ -43,18 +43,27 @@
 #include "mqa_logits_common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 10) const int MT = 2;     // 16-pair m-groups per subgroup
-layout(constant_id = 11) const int NT = 4;     // 16-column n-groups per tile (KT = 16 NT)
+// Defaults: the H = 64, D = 128 preset geometry. Every quantity that would
+// need a comparison or a select between specialization constants (rows per
+// subgroup, subgroups per row, buffer sizes, whether rows are split) comes
+// from the host instead: on the H200 (driver 580.159.04) such derived
+// constants behaved as if evaluated from the defaults, so only geometries
+// matching the defaults' were right (docs/perf_mqa_notes.md).
+layout(constant_id = 10) const int MT = 4;     // 16-pair m-groups per subgroup
+layout(constant_id = 11) const int NT = 2;     // 16-column n-groups per tile (KT = 16 NT)
 layout(constant_id = 12) const int HEADS = 64; // H (pairs -> rows)
 layout(constant_id = 13) const int TM = 16;    // hardware matrix shape
 layout(constant_id = 14) const int TN = 16;
 layout(constant_id = 15) const int TK = 16;
+layout(constant_id = 16) const int SPR = 1;    // subgroups per row (H / (16 MT), or 1)
+layout(constant_id = 17) const int RPSG = 1;   // rows per subgroup (16 MT / H, or 1)
+layout(constant_id = 18) const int RPW = 4;    // rows per workgroup (NSG / SPR x RPSG)
+layout(constant_id = 19) const int KBUF4 = 2176; // f16vec4 of kbuf: max(2 KB, NSG 16 QROW) / 4
+layout(constant_id = 20) const bool SPLIT = false; // SPR > 1: rows summed across subgroups
+layout(constant_id = 21) const int REDN = 1;   // floats of red: 2 NSG BN when SPLIT, else 1
 
 const int NTH = NSG * SG;
 const int PAIRS = 16 * MT;                 // (row, head) pairs per subgroup
-const int SPR = HEADS > PAIRS ? HEADS / PAIRS : 1; // subgroups per row
-const int RPSG = PAIRS > HEADS ? PAIRS / HEADS : 1; // rows per subgroup
-const int RPW = NSG / SPR * RPSG;          // rows per workgroup
 const int BN = 16 * NT;                    // KV columns per tile (== KT)
 const int KROW = D + 8;                    // f16 per key row in shared (padded)
 const int QROW = 64 + 8;                   // f16 per q row of a staging chunk
@@ -64,16 +73,15 @@ const int KH = D / TK;                     // hardware k-steps
 const int MH_ROW = MH / RPSG;              // hardware m-tiles per row held
 
 const int KB = BN * KROW;                  // f16 of one key-tile buffer
-const int KBUF = 2 * KB > NSG * 16 * QROW ? 2 * KB : NSG * 16 * QROW;
 // Two key-tile buffers, or each subgroup's q chunk before the KV loop; f16
 // in groups of 4 so a thread stores its 16 decoded codes with four 8-byte
 // stores. Offsets and strides of the matrix loads are in these 4-half units.
-shared f16vec4 kbuf[KBUF / 4];
+shared f16vec4 kbuf[KBUF4];
 // Per (subgroup, row held) 16 x BN partials (TM rows used), subgroup-private;
 // also where a subgroup builds its weight matrices.
 shared float scratch[NSG * RPSG * 16 * BN];
 // Row partials of the subgroups sharing a row, two tiles (SPR > 1 only).
-shared float red[SPR > 1 ? 2 * NSG * BN : 1];
+shared float red[REDN];
 shared float sabs[2 * BN];                 // |k_scale| x 2^(qshift+kshift), two tiles
 shared ivec2 swin[RPW];                    // the workgroup rows' windows
 
@@ -248,7 +256,7 @@ void main() {
             // Tile t (and its |k_scale|) is in shared memory; every subgroup
             // is done with tile t-1's buffer and has stored its partials.
             barrier();
-            if (SPR > 1 && t > tf) cross_reduce(row0, t - 1, c_hi, tid);
+            if (SPLIT && t > tf) cross_reduce(row0, t - 1, c_hi, tid);
             if (t + 1 < tl) load_tile(t + 1, tid, pf, pfs);
             [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
             [[unroll]] for (int kh = 0; kh < KH; ++kh) {
@@ -281,12 +289,12 @@ void main() {
                 float sum = 0.0;
                 [[unroll]] for (int i = 0; i < TM; ++i) sum += scratch[sbase + rr * 16 * BN + i * BN + col];
                 sum *= sabs[sb + col];
-                if (SPR == 1) put(row0, sub * RPSG + rr, t, col, c_hi, sum);
-                else red[(t & 1) * NSG * BN + sub * BN + col] = sum;
+                if (SPLIT) red[(t & 1) * NSG * BN + sub * BN + col] = sum;
+                else put(row0, sub * RPSG + rr, t, col, c_hi, sum);
             }
             if (t + 1 < tl) store_tile(tid, ((t + 1) & 1) * KB, ((t + 1) & 1) * BN, pf, pfs);
         }
-        if (SPR > 1 && tf < tl) {
+        if (SPLIT && tf < tl) {
             barrier(); // the last tile's row partials are in red
             cross_reduce(row0, tl - 1, c_hi, tid);
         }
