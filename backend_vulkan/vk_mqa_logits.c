@@ -17,8 +17,7 @@ typedef struct mqa_push {
 /* Specialization constant ids (mqa_logits_common.glsl, mqa_logits_coopmat.comp). */
 enum {
     SPEC_THREADS, SPEC_SG, SPEC_RPS, SPEC_NSG, SPEC_KT, SPEC_D, SPEC_Q_FNUZ, SPEC_K_FNUZ,
-    SPEC_INDEX64, SPEC_ALIGN16, SPEC_MT, SPEC_NT, SPEC_HEADS, SPEC_TM, SPEC_TN, SPEC_TK,
-    SPEC_SPR, SPEC_RPSG, SPEC_RPW, SPEC_KBUF4, SPEC_SPLIT, SPEC_REDN, SPEC_COUNT
+    SPEC_INDEX64, SPEC_ALIGN16, SPEC_MT, SPEC_NT, SPEC_HEADS, SPEC_TM, SPEC_TN, SPEC_TK, SPEC_COUNT
 };
 _Static_assert(SPEC_COUNT == QATTN_VK_MQA_SPEC_COUNT, "vk_internal.h names the count");
 
@@ -82,9 +81,7 @@ int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
             (uint32_t)p->subgroup_size > vk->caps.subgroup_size_max)
             return 0;
         const int64_t mt = plan_mtiles(p);
-        const int64_t units = p->heads / 16, spr = units > mt ? units / mt : 1;
         return p->heads % 16 == 0 && p->kv_tile % 16 == 0 && mt >= 1 && mt <= 4 &&
-               p->subgroups_per_workgroup % spr == 0 &&
                (int64_t)p->heads * p->rows_per_workgroup == mt * 16 * p->subgroups_per_workgroup;
     }
     default:
@@ -112,17 +109,6 @@ uint32_t qattn_vk_mqa_spec(const qattn_mqa_logits_plan *plan, int q_fnuz, int k_
     spec[SPEC_TM] = plan->matrix_shape.m; /* listed by the device: supports() checked */
     spec[SPEC_TN] = plan->matrix_shape.n;
     spec[SPEC_TK] = plan->matrix_shape.k;
-    /* The geometry's comparisons and maxima are made here, not in the
-     * shader (mqa_logits_coopmat.comp says why). */
-    const int64_t mt = plan_mtiles(plan), units = plan->heads / 16, bn = plan->kv_tile;
-    const int64_t spr = units > mt ? units / mt : 1, rpsg = mt > units ? mt / units : 1;
-    const int64_t two_tiles = 2 * bn * (plan->head_dim + 8), q_chunks = (int64_t)plan->subgroups_per_workgroup * 16 * 72;
-    spec[SPEC_SPR] = (uint32_t)spr;
-    spec[SPEC_RPSG] = (uint32_t)rpsg;
-    spec[SPEC_RPW] = (uint32_t)plan->rows_per_workgroup;
-    spec[SPEC_KBUF4] = (uint32_t)((two_tiles > q_chunks ? two_tiles : q_chunks) / 4);
-    spec[SPEC_SPLIT] = spr > 1 ? 1u : 0u;
-    spec[SPEC_REDN] = spr > 1 ? (uint32_t)(2 * plan->subgroups_per_workgroup * bn) : 1u;
     return SPEC_COUNT;
 }
 

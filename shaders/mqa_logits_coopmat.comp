@@ -10,26 +10,14 @@
 // 16*NT columns is decoded once into shared memory (f16, column-major for B)
 // and every subgroup multiplies its pairs by all of it.
 //
-// One workgroup barrier per tile. Key tiles are double-buffered: tile t+1's
-// codes are loaded into registers before tile t's products and decoded into
-// the other buffer after them, so the barrier at the top of the next tile
-// both publishes tile t+1 and retires tile t.
-//
-// Epilogue, per tile: acc[pair, col] becomes w[pair] * max(0, acc)
-// element-wise against an accumulator-shaped matrix of the weights (no
-// knowledge of the implementation's element layout is needed) and the
-// m-tiles of one row are summed element-wise. The subgroup stores that TM x
-// BN partial in its own slice of shared memory and its lanes add the TM
-// rows and scale by |k_scale| (subgroup-scope synchronisation only). When a
-// row lives in one subgroup (SPLIT false) the lanes write the logits directly;
-// when it is spread over SPR subgroups each stores its row partial in a
-// double-buffered array and the sum over subgroups runs after the next
-// tile's barrier. A negative k_scale is folded into the decoded key's sign,
-// since max(0, s x) = |s| max(0, sign(s) x).
-//
-// Every loop that indexes an array of cooperative matrices is unrolled, so
-// no matrix is ever addressed dynamically, and no loop holding a workgroup
-// barrier is unrolled.
+// Epilogue, per tile: acc[pair, col] is turned into w[pair] * max(0, acc)
+// element-wise against an accumulator-shaped matrix of the weights (so no
+// knowledge of the implementation's element layout is needed), the m-tiles
+// of one row are summed element-wise, and the per-row TM x BN partials go to
+// shared memory where one thread per (row, column) adds the TM rows (and the
+// other subgroups of that row) and scales by |k_scale|. A negative k_scale
+// is folded into the decoded key's sign, since max(0, s x) = |s| max(0,
+// sign(s) x).
 //
 // Hardware tiles are TM x TN x TK (spec constants, dividing 16): 16x16x16 on
 // NVIDIA/AMD, 8x8x8 on lavapipe; a logical 16-block is (16/TM) x (16/TN).
@@ -43,27 +31,18 @@
 #include "mqa_logits_common.glsl"
 
 layout(local_size_x_id = 0) in;
-// Defaults: the H = 64, D = 128 preset geometry. Every quantity that would
-// need a comparison or a select between specialization constants (rows per
-// subgroup, subgroups per row, buffer sizes, whether rows are split) comes
-// from the host instead: on the H200 (driver 580.159.04) such derived
-// constants behaved as if evaluated from the defaults, so only geometries
-// matching the defaults' were right (docs/perf_mqa_notes.md).
-layout(constant_id = 10) const int MT = 4;     // 16-pair m-groups per subgroup
-layout(constant_id = 11) const int NT = 2;     // 16-column n-groups per tile (KT = 16 NT)
+layout(constant_id = 10) const int MT = 2;     // 16-pair m-groups per subgroup
+layout(constant_id = 11) const int NT = 4;     // 16-column n-groups per tile (KT = 16 NT)
 layout(constant_id = 12) const int HEADS = 64; // H (pairs -> rows)
 layout(constant_id = 13) const int TM = 16;    // hardware matrix shape
 layout(constant_id = 14) const int TN = 16;
 layout(constant_id = 15) const int TK = 16;
-layout(constant_id = 16) const int SPR = 1;    // subgroups per row (H / (16 MT), or 1)
-layout(constant_id = 17) const int RPSG = 1;   // rows per subgroup (16 MT / H, or 1)
-layout(constant_id = 18) const int RPW = 4;    // rows per workgroup (NSG / SPR x RPSG)
-layout(constant_id = 19) const int KBUF4 = 2176; // f16vec4 of kbuf: max(2 KB, NSG 16 QROW) / 4
-layout(constant_id = 20) const bool SPLIT = false; // SPR > 1: rows summed across subgroups
-layout(constant_id = 21) const int REDN = 1;   // floats of red: 2 NSG BN when SPLIT, else 1
 
 const int NTH = NSG * SG;
 const int PAIRS = 16 * MT;                 // (row, head) pairs per subgroup
+const int SPR = HEADS > PAIRS ? HEADS / PAIRS : 1; // subgroups per row
+const int RPSG = PAIRS > HEADS ? PAIRS / HEADS : 1; // rows per subgroup
+const int RPW = NSG / SPR * RPSG;          // rows per workgroup
 const int BN = 16 * NT;                    // KV columns per tile (== KT)
 const int KROW = D + 8;                    // f16 per key row in shared (padded)
 const int QROW = 64 + 8;                   // f16 per q row of a staging chunk
@@ -72,16 +51,12 @@ const int NH = BN / TN;                    // hardware n-tiles per tile
 const int KH = D / TK;                     // hardware k-steps
 const int MH_ROW = MH / RPSG;              // hardware m-tiles per row held
 
-const int KB = BN * KROW;                  // f16 of one key-tile buffer
-// Two key-tile buffers, or each subgroup's q chunk before the KV loop; f16
-// in groups of 4 so a thread stores its 16 decoded codes with four 8-byte
-// stores. Offsets and strides of the matrix loads are in these 4-half units.
-shared f16vec4 kbuf[KBUF4];
-// Per (subgroup, row held) 16 x BN partials (TM rows used), subgroup-private;
-// also where a subgroup builds its weight matrices.
-shared float scratch[NSG * RPSG * 16 * BN];
-// Row partials of the subgroups sharing a row, two tiles (SPR > 1 only).
-shared float red[REDN];
+const int KBUF = BN * KROW > NSG * 16 * QROW ? BN * KROW : NSG * 16 * QROW;
+// Key tile, or q chunks before the KV loop; f16 in groups of 4 so a thread
+// stores its 16 decoded codes with four 8-byte stores. Offsets and strides
+// of the matrix loads below are in these 4-half units.
+shared f16vec4 kbuf[KBUF / 4];
+shared float scratch[NSG * RPSG * TM * BN]; // per (subgroup, row) TM x BN partials
 shared float sabs[2 * BN];                 // |k_scale| x 2^(qshift+kshift), two tiles
 shared ivec2 swin[RPW];                    // the workgroup rows' windows
 
@@ -123,15 +98,15 @@ void load_tile(int t, int tid, out uvec4 pf[PF], out float pfs[PF]) {
     }
 }
 
-// Decodes the prefetched chunks into the key tile at f16 offset kb
-// (column-major for B: column col's D halves at kb + col * KROW), negated where k_scale < 0, and
+// Decodes the prefetched chunks into the key tile (column-major for B:
+// column col's D halves at col * KROW), negated where k_scale < 0, and
 // stores |k_scale| x 2^(qshift + kshift) for the epilogue.
-void store_tile(int tid, int kb, int sb, uvec4 pf[PF], float pfs[PF]) {
+void store_tile(int tid, int sb, uvec4 pf[PF], float pfs[PF]) {
     [[unroll]] for (int x = 0; x < PF; ++x) {
         const int idx = tid + x * NTH, col = idx / (D / 16), dc = idx % (D / 16);
         if (idx >= BN * (D / 16)) continue;
         const bool neg = pfs[x] < 0.0;
-        const int o = (kb + col * KROW + dc * 16) / 4;
+        const int o = (col * KROW + dc * 16) / 4;
         [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = fp8x4_to_f16(pf[x][e], K_FNUZ, neg);
         // Decoded codes carry 2^-8 (fn) or 2^-7 (fnuz); products carry both.
         const float unshift = (Q_FNUZ ? 128.0 : 256.0) * (K_FNUZ ? 128.0 : 256.0);
@@ -143,38 +118,12 @@ void store_tile(int tid, int kb, int sb, uvec4 pf[PF], float pfs[PF]) {
 #define MATA coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
 #define MATB coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
 
-// Writes column col of tile t for workgroup row r: the logit inside the
-// row's window, -inf outside it when clean (nothing otherwise).
-void put(int row0, int r, int t, int col, int c_hi, float v) {
-    const int j = t * BN + col;
-    if (row0 + r >= pc.S || j >= c_hi) return;
-    const ivec2 w = swin[r];
-    if (j >= w.x && j < w.y) {
-        RefF32(mqa_row(pc.logits, row0 + r, pc.l_row, 4u)).v[j] = v;
-    } else if (pc.clean != 0) {
-        RefF32(mqa_row(pc.logits, row0 + r, pc.l_row, 4u)).v[j] = uintBitsToFloat(0xFF800000u);
-    }
-}
-
-// Sum over the SPR subgroups holding each row of their tile-t partials
-// (buffer t & 1); one thread per (row, column).
-void cross_reduce(int row0, int t, int c_hi, int tid) {
-    const int rb = (t & 1) * NSG * BN;
-    for (int x = tid; x < RPW * BN; x += NTH) {
-        const int r = x / BN, col = x % BN;
-        float sum = 0.0;
-        for (int s = r * SPR; s < r * SPR + SPR; ++s) sum += red[rb + s * BN + col];
-        put(row0, r, t, col, c_hi, sum);
-    }
-}
-
 void main() {
     const int tid = int(gl_LocalInvocationID.x);
     const int sub = int(gl_SubgroupID), lane = int(gl_SubgroupInvocationID);
     const ivec2 st = mqa_slice_tiles(int(gl_WorkGroupID.y), int(gl_NumWorkGroups.y), pc.tiles);
     const int c_lo = st.x * BN, c_hi = min(st.y * BN, pc.S_kv);
-    const int sbase = sub * RPSG * 16 * BN; // this subgroup's scratch
-    const int qbase = sub * 16 * QROW;      // this subgroup's q chunk in kbuf
+    const int sbase = sub * RPSG * TM * BN; // this subgroup's scratch
 
     MATA qa[MH * KH];
     ACC wm[MH];
@@ -182,15 +131,14 @@ void main() {
 
     for (int rb = int(gl_WorkGroupID.x); rb < pc.row_blocks; rb += int(gl_NumWorkGroups.x)) {
         const int row0 = rb * RPW;
-        barrier(); // the previous block's readers of swin, red, kbuf are done
+        barrier(); // the previous block's readers of swin/scratch/kbuf are done
         for (int r = tid; r < RPW; r += NTH)
             swin[r] = row0 + r < pc.S ? mqa_window(row0 + r) : ivec2(0);
         // q of this subgroup's pairs -> f16 A fragments, 16 pairs x 64 dims
-        // at a time through this subgroup's own part of kbuf.
-        [[unroll]] for (int mg = 0; mg < MT; ++mg) {
-            [[unroll]] for (int dc = 0; dc < D / 64; ++dc) {
-                subgroupMemoryBarrierShared();
-                subgroupBarrier(); // the previous chunk's matrix loads are done
+        // at a time through shared memory.
+        for (int mg = 0; mg < MT; ++mg) {
+            for (int dc = 0; dc < D / 64; ++dc) {
+                barrier();
                 for (int idx = lane; idx < 16 * 4; idx += SG) {
                     const int i = idx >> 2, c16 = idx & 3;
                     const int p = sub * PAIRS + mg * 16 + i;
@@ -199,22 +147,19 @@ void main() {
                     if (row < pc.S)
                         w = mqa_load16(mqa_row(pc.q, row, pc.q_row, 1u) +
                                        uint64_t(head * pc.q_head + dc * 64 + c16 * 16));
-                    const int o = (qbase + i * QROW + c16 * 16) / 4;
+                    const int o = (sub * 16 * QROW + i * QROW + c16 * 16) / 4;
                     [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = fp8x4_to_f16(w[e], Q_FNUZ, false);
                 }
-                subgroupMemoryBarrierShared();
-                subgroupBarrier();
+                barrier();
                 [[unroll]] for (int sm = 0; sm < 16 / TM; ++sm)
                     [[unroll]] for (int kk = 0; kk < 64 / TK; ++kk)
                         coopMatLoad(qa[(mg * (16 / TM) + sm) * KH + dc * (64 / TK) + kk], kbuf,
-                                    (qbase + sm * TM * QROW + kk * TK) / 4, QROW / 4,
+                                    (sub * 16 * QROW + sm * TM * QROW + kk * TK) / 4, QROW / 4,
                                     gl_CooperativeMatrixLayoutRowMajor);
             }
         }
         // Weights as accumulator-shaped matrices: W[r][c] = w[pair r].
-        [[unroll]] for (int mh = 0; mh < MH; ++mh) {
-            subgroupMemoryBarrierShared();
-            subgroupBarrier(); // the previous matrix load is done
+        for (int mh = 0; mh < MH; ++mh) {
             for (int x = lane; x < TM * TN; x += SG) {
                 const int p = sub * PAIRS + mh * TM + x / TN;
                 const int row = row0 + p / HEADS, head = p % HEADS;
@@ -224,8 +169,10 @@ void main() {
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             coopMatLoad(wm[mh], scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
         }
-        barrier(); // swin visible; every subgroup's q loads from kbuf are done
+        barrier(); // swin visible
         // Tiles meeting the union of the rows' windows.
         int ulo = pc.S_kv, uhi = 0;
         for (int r = 0; r < RPW; ++r) {
@@ -245,28 +192,25 @@ void main() {
                 mqa_fill_neg_inf(row0 + r, max(tl * BN, c_lo), c_hi, tid, NTH);
             }
         }
+        // Key tiles: tile t+1's codes and scales are loaded into registers
+        // while tile t is multiplied, then decoded into shared memory.
         uvec4 pf[PF];
         float pfs[PF];
-        if (tf < tl) {
-            load_tile(tf, tid, pf, pfs);
-            store_tile(tid, (tf & 1) * KB, (tf & 1) * BN, pf, pfs);
-        }
+        if (tf < tl) load_tile(tf, tid, pf, pfs);
         for (int t = tf; t < tl; ++t) {
-            const int kb = (t & 1) * KB, sb = (t & 1) * BN;
-            // Tile t (and its |k_scale|) is in shared memory; every subgroup
-            // is done with tile t-1's buffer and has stored its partials.
-            barrier();
-            if (SPLIT && t > tf) cross_reduce(row0, t - 1, c_hi, tid);
+            const int sb = (t & 1) * BN; // this tile's half of sabs
+            store_tile(tid, sb, pf, pfs);
+            barrier(); // the tile is in shared memory
             if (t + 1 < tl) load_tile(t + 1, tid, pf, pfs);
             [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
-            [[unroll]] for (int kh = 0; kh < KH; ++kh) {
-                MATB kb16[NH];
+            for (int kh = 0; kh < KH; ++kh) {
+                MATB kb[NH];
                 [[unroll]] for (int nh = 0; nh < NH; ++nh)
-                    coopMatLoad(kb16[nh], kbuf, (kb + nh * TN * KROW + kh * TK) / 4, KROW / 4,
+                    coopMatLoad(kb[nh], kbuf, (nh * TN * KROW + kh * TK) / 4, KROW / 4,
                                 gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (int mh = 0; mh < MH; ++mh)
                     [[unroll]] for (int nh = 0; nh < NH; ++nh)
-                        acc[mh * NH + nh] = coopMatMulAdd(qa[mh * KH + kh], kb16[nh], acc[mh * NH + nh]);
+                        acc[mh * NH + nh] = coopMatMulAdd(qa[mh * KH + kh], kb[nh], acc[mh * NH + nh]);
             }
             // w * max(0, acc), summed over the m-tiles of each row held.
             [[unroll]] for (int rr = 0; rr < RPSG; ++rr) {
@@ -274,29 +218,35 @@ void main() {
                     ACC part = ACC(0.0);
                     [[unroll]] for (int m = 0; m < MH_ROW; ++m) {
                         const int mh = rr * MH_ROW + m;
-                        [[unroll]] for (int e = 0; e < part.length(); ++e)
-                            part[e] += wm[mh][e] * max(acc[mh * NH + nh][e], 0.0);
+                        ACC a = acc[mh * NH + nh];
+                        for (int e = 0; e < a.length(); ++e) part[e] += wm[mh][e] * max(a[e], 0.0);
                     }
-                    coopMatStore(part, scratch, sbase + rr * 16 * BN + nh * TN, BN,
+                    coopMatStore(part, scratch, sbase + rr * TM * BN + nh * TN, BN,
                                  gl_CooperativeMatrixLayoutRowMajor);
                 }
             }
-            subgroupMemoryBarrierShared();
-            subgroupBarrier(); // the partials are in this subgroup's scratch
-            // Lanes add the TM partial rows per (row held, column).
-            for (int x = lane; x < RPSG * BN; x += SG) {
-                const int rr = x / BN, col = x % BN;
-                float sum = 0.0;
-                [[unroll]] for (int i = 0; i < TM; ++i) sum += scratch[sbase + rr * 16 * BN + i * BN + col];
-                sum *= sabs[sb + col];
-                if (SPLIT) red[(t & 1) * NSG * BN + sub * BN + col] = sum;
-                else put(row0, sub * RPSG + rr, t, col, c_hi, sum);
+            barrier();
+            // One thread per (row, column): add the TM partial rows of every
+            // subgroup holding the row, scale by |k_scale|, apply the window.
+            for (int x = tid; x < RPW * BN; x += NTH) {
+                const int r = x / BN, col = x % BN, j = t * BN + col;
+                if (row0 + r >= pc.S || j >= c_hi) continue;
+                const ivec2 w = swin[r];
+                float v;
+                if (j >= w.x && j < w.y) {
+                    // Row r lives in subgroups s0 .. s0+SPR-1 as their row rr.
+                    const int s0 = (r / RPSG) * SPR, rr = r % RPSG;
+                    float sum = 0.0;
+                    for (int s = s0; s < s0 + SPR; ++s)
+                        for (int i = 0; i < TM; ++i) sum += scratch[(s * RPSG + rr) * TM * BN + i * BN + col];
+                    v = sabs[sb + col] * sum;
+                } else if (pc.clean != 0) {
+                    v = uintBitsToFloat(0xFF800000u);
+                } else {
+                    continue;
+                }
+                RefF32(mqa_row(pc.logits, row0 + r, pc.l_row, 4u)).v[j] = v;
             }
-            if (t + 1 < tl) store_tile(tid, ((t + 1) & 1) * KB, ((t + 1) & 1) * BN, pf, pfs);
-        }
-        if (SPLIT && tf < tl) {
-            barrier(); // the last tile's row partials are in red
-            cross_reduce(row0, tl - 1, c_hi, tid);
         }
     }
 }

@@ -139,14 +139,12 @@ typedef struct cm_geom {
 
 static int64_t coopmat_shared(const cm_geom *g, int64_t D) {
     int64_t bn = 16 * g->nt;
-    /* Two key-tile buffers, and before the KV loop each subgroup's 16 x
-     * CM_DCHUNK chunk of q on its way into registers, share one f16 array. */
-    int64_t kbuf = max64(2 * bn * (D + CM_PAD), (int64_t)g->nsg * 16 * (CM_DCHUNK + CM_PAD));
-    int64_t scratch = (int64_t)g->nsg * g->rpsg * 16 * bn; /* per-row partials, f32 */
-    int64_t red = g->spr > 1 ? 2 * (int64_t)g->nsg * bn : 1; /* row partials across subgroups */
+    /* The key tile, and before the KV loop each subgroup's 16 x CM_DCHUNK
+     * chunk of q on its way into registers, share one f16 array. */
+    int64_t kbuf = max64(bn * (D + CM_PAD), (int64_t)g->nsg * 16 * (CM_DCHUNK + CM_PAD));
+    int64_t scratch = (int64_t)g->nsg * g->rpsg * g->nt * 256; /* per-row partials, f32 */
     int64_t rows = (int64_t)g->nsg / g->spr * g->rpsg;
-    return kbuf * 2 + scratch * 4 + red * 4 + 2 * bn * 4 /* |k_scale| of two tiles */ +
-           rows * 8 /* windows */;
+    return kbuf * 2 + scratch * 4 + 2 * bn * 4 /* |k_scale| of two tiles */ + rows * 8 /* windows */;
 }
 
 /* The matrix-unit shape the coopmat kernel uses: an f16 x f16 -> f32
@@ -179,8 +177,11 @@ static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *ou
  *   per lane: MT = 4 up to D = 128 (128 registers at 32 lanes; the H200 ran
  *   MT = 4 at D = 128 1.9x faster than MT = 2), and one m-tile above. MT
  *   and H/16 must divide one another so a tile never straddles rows.
- * - A row may spread over any number of subgroups (H / (16 MT)); the
- *   kernel sums their partials after the next tile's barrier.
+ * - At most two subgroups per row: geometries spreading one row over four
+ *   or more subgroups (one row per workgroup: H = 64 with D >= 256, H = 128
+ *   with D >= 256) gave wrong results on the H200 in every H200 run so far,
+ *   for this kernel and for a rewrite of its epilogue (docs/perf_mqa_notes.md);
+ *   the gate refuses them and those shapes take the staged or direct path.
  * - NT (16-column n-tiles per KV tile): accumulators MT*NT*256/sg floats per
  *   lane <= 64, at most 4; lowered until the shared memory fits.
  * - Subgroups: at least 4 and a multiple of the subgroups one row needs. */
@@ -247,6 +248,12 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
     g->mt = (int32_t)mt;
     g->spr = (int32_t)max64(1, units / mt);
     g->rpsg = (int32_t)max64(1, mt / units);
+    if (g->spr > 2) {
+        snprintf(why, n,
+                 "coopmat: H = %" PRId64 " with D = %" PRId64 " spreads a row over %d subgroups "
+                 "(at most 2 are right on the H200)", s->H, s->D, (int)g->spr);
+        return 0;
+    }
     g->nsg = (int32_t)(g->spr * cdiv(4, g->spr)); /* >= 2 rows per workgroup */
     if ((int64_t)g->nsg * sg > max_threads(c)) {
         snprintf(why, n, "coopmat: %d subgroups of %" PRId64 " lanes exceed the %" PRId64
