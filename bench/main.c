@@ -8,6 +8,8 @@
  *               [--json FILE]
  *               [--list]
  * Without --preset, the quick presets run (--seeds: the seeds' workloads).
+ * MQA presets planned on the matrix unit print the matrix ceiling of their
+ * tile shape first (bench_mqa.c) and their share of it on their row.
  * Exit status 0 only when every preset ran and matched the reference. */
 #include <stdio.h>
 #include <stdlib.h>
