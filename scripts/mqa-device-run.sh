@@ -7,7 +7,7 @@ B=.devbuild/mqa
 O=${OUT:-/tmp/mqa_out}
 mkdir -p "$O"
 { cat $B/COMMIT; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv; } >"$O/info.txt" 2>&1
-S="128,32,1,4,32,128,0,0,0,1,4,2,64,16,16,16,1,1,4,2176,0,1"
+S="128,32,1,4,32,128,0,0,0,1,4,2,64,16,16,16"
 { timeout 30 $B/qattn_vk_stats mqa_logits_coopmat 32 $S; timeout 30 $B/qattn_vk_stats mqa_logits_ceiling 32 $S; } >"$O/stats.txt" 2>&1
 P="$B/qattn_parity --backend vulkan --op mqa_logits --no-validation"
 L="$O/parity.txt"; : >"$L"
