@@ -39,6 +39,7 @@ static const qattn_backend_iface VULKAN_IFACE = {
     .kv_store = qattn_vk_kv_store,
 #ifdef QATTN_VK_HAVE_MQA
     .mqa_logits = qattn_vk_mqa_logits,
+    .mqa_matrix_ceiling = qattn_vk_mqa_ceiling,
 #else
     .mqa_logits = NULL, /* vk_mqa_logits.c not in this build: op unsupported */
 #endif

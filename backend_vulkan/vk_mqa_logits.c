@@ -19,6 +19,7 @@ enum {
     SPEC_THREADS, SPEC_SG, SPEC_RPS, SPEC_NSG, SPEC_KT, SPEC_D, SPEC_Q_FNUZ, SPEC_K_FNUZ,
     SPEC_INDEX64, SPEC_ALIGN16, SPEC_MT, SPEC_NT, SPEC_HEADS, SPEC_TM, SPEC_TN, SPEC_TK, SPEC_COUNT
 };
+_Static_assert(SPEC_COUNT == QATTN_VK_MQA_SPEC_COUNT, "vk_internal.h names the count");
 
 static const char *shader_for(qattn_mqa_variant v) {
     switch (v) {
@@ -88,6 +89,29 @@ int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
     }
 }
 
+uint32_t qattn_vk_mqa_spec(const qattn_mqa_logits_plan *plan, int q_fnuz, int k_fnuz, int align16,
+                           uint32_t spec[QATTN_VK_MQA_SPEC_COUNT]) {
+    memset(spec, 0, QATTN_VK_MQA_SPEC_COUNT * sizeof *spec);
+    spec[SPEC_THREADS] = (uint32_t)plan_threads(plan);
+    spec[SPEC_SG] = (uint32_t)plan->subgroup_size;
+    spec[SPEC_RPS] = (uint32_t)plan->rows_per_subgroup;
+    spec[SPEC_NSG] = (uint32_t)plan->subgroups_per_workgroup;
+    spec[SPEC_KT] = (uint32_t)plan->kv_tile;
+    spec[SPEC_D] = (uint32_t)plan->head_dim;
+    spec[SPEC_Q_FNUZ] = q_fnuz ? 1u : 0u;
+    spec[SPEC_K_FNUZ] = k_fnuz ? 1u : 0u;
+    spec[SPEC_INDEX64] = plan->index64 ? 1u : 0u;
+    spec[SPEC_ALIGN16] = align16 ? 1u : 0u;
+    if (plan->variant != QATTN_MQA_COOPMAT) return SPEC_MT;
+    spec[SPEC_MT] = (uint32_t)plan_mtiles(plan);
+    spec[SPEC_NT] = (uint32_t)(plan->kv_tile / 16);
+    spec[SPEC_HEADS] = (uint32_t)plan->heads;
+    spec[SPEC_TM] = plan->matrix_shape.m; /* listed by the device: supports() checked */
+    spec[SPEC_TN] = plan->matrix_shape.n;
+    spec[SPEC_TK] = plan->matrix_shape.k;
+    return SPEC_COUNT;
+}
+
 /* Whether q and k rows (and their 16-code chunks) start 16-byte aligned. */
 static int rows_aligned16(const qattn_mqa_logits_args *a) {
     const uint64_t q = qattn_vk_addr(&a->q), k = qattn_vk_addr(&a->k);
@@ -128,29 +152,11 @@ qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
     p.tiles = (int32_t)cdiv(plan->kv_len, plan->kv_tile);
     p.clean = a->clean_logits ? 1 : 0;
 
-    uint32_t spec[SPEC_COUNT];
-    memset(spec, 0, sizeof spec);
-    spec[SPEC_THREADS] = (uint32_t)plan_threads(plan);
-    spec[SPEC_SG] = (uint32_t)plan->subgroup_size;
-    spec[SPEC_RPS] = (uint32_t)plan->rows_per_subgroup;
-    spec[SPEC_NSG] = (uint32_t)plan->subgroups_per_workgroup;
-    spec[SPEC_KT] = (uint32_t)plan->kv_tile;
-    spec[SPEC_D] = (uint32_t)plan->head_dim;
-    spec[SPEC_Q_FNUZ] = a->q.dtype == QATTN_FP8_E4M3FNUZ;
-    spec[SPEC_K_FNUZ] = a->k.dtype == QATTN_FP8_E4M3FNUZ;
-    spec[SPEC_INDEX64] = plan->index64 ? 1u : 0u;
-    spec[SPEC_ALIGN16] = (uint32_t)rows_aligned16(a);
-    uint32_t n_spec = SPEC_MT, pin = 0;
-    if (plan->variant == QATTN_MQA_COOPMAT) {
-        spec[SPEC_MT] = (uint32_t)plan_mtiles(plan);
-        spec[SPEC_NT] = (uint32_t)(plan->kv_tile / 16);
-        spec[SPEC_HEADS] = (uint32_t)plan->heads;
-        spec[SPEC_TM] = plan->matrix_shape.m; /* listed by the device: supports() checked */
-        spec[SPEC_TN] = plan->matrix_shape.n;
-        spec[SPEC_TK] = plan->matrix_shape.k;
-        n_spec = SPEC_COUNT;
-        if (vk->has_subgroup_size_control) pin = (uint32_t)plan->subgroup_size;
-    }
+    uint32_t spec[QATTN_VK_MQA_SPEC_COUNT];
+    const uint32_t n_spec = qattn_vk_mqa_spec(plan, a->q.dtype == QATTN_FP8_E4M3FNUZ,
+                                              a->k.dtype == QATTN_FP8_E4M3FNUZ, rows_aligned16(a), spec);
+    uint32_t pin = 0;
+    if (plan->variant == QATTN_MQA_COOPMAT && vk->has_subgroup_size_control) pin = (uint32_t)plan->subgroup_size;
     VkPipeline pipe;
     qattn_status s = qattn_vk_pipeline(vk, shader_for(plan->variant), spec, n_spec, sizeof p, pin, &pipe);
     if (s != QATTN_OK) return s;

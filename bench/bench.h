@@ -24,6 +24,7 @@ typedef struct bench_result {
     double flops;          /* useful flops per call (0: not a compute op) */
     int verified;          /* 1: sampled outputs matched the cpu reference */
     double worst_ratio;    /* worst |err| / tolerance among checked values */
+    double ceiling_tflops; /* >0: the plan's matrix ceiling (bench_mqa.c) */
     char timer[16];        /* "device" or "host" */
     char error[256];       /* non-empty: the preset failed to run */
 } bench_result;

@@ -1,6 +1,9 @@
 /* MQA-logits preset: S rows at the end of an S_kv-token context (causal
  * windows [0, S_kv - S + i + 1)), clean_logits on. Verifies four sampled
- * rows against the cpu reference with the spec's per-element bound. */
+ * rows against the cpu reference with the spec's per-element bound. A
+ * coopmat plan also gets its matrix ceiling (qattn_mqa_matrix_ceiling),
+ * printed before the first preset that uses it; main.c prints each
+ * preset's share of it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,46 @@ typedef struct mqa_launch {
     qattn_mqa_logits_args args;
     qattn_buffer *ws;
 } mqa_launch;
+
+/* The matrix ceiling of each coopmat geometry measured so far (the tile
+ * shape decides it, not the preset's rows or KV length). */
+typedef struct ceiling_entry {
+    int32_t mt, kv_tile, nsg, d, sg;
+    qattn_matrix_shape shape;
+    double tflops;
+} ceiling_entry;
+
+/* The plan's matrix ceiling (TFLOP/s), measured once per tile shape and
+ * printed when first measured, so it precedes the presets that use it; 0
+ * when the plan is not coopmat or the backend has no ceiling kernel. */
+static double plan_ceiling(qattn_context *ctx, const qattn_mqa_logits_plan *pl) {
+    static ceiling_entry seen[16];
+    static int n_seen;
+    if (pl->variant != QATTN_MQA_COOPMAT) return 0.0;
+    const int32_t mt = pl->heads * pl->rows_per_workgroup / pl->subgroups_per_workgroup / 16;
+    for (int i = 0; i < n_seen; ++i) {
+        const ceiling_entry *e = &seen[i];
+        if (e->mt == mt && e->kv_tile == pl->kv_tile && e->nsg == pl->subgroups_per_workgroup &&
+            e->d == pl->head_dim && e->sg == pl->subgroup_size && !memcmp(&e->shape, &pl->matrix_shape, sizeof e->shape))
+            return e->tflops;
+    }
+    double tf = 0.0;
+    if (qattn_mqa_matrix_ceiling(ctx, pl, &tf) != QATTN_OK) {
+        printf("matrix ceiling: not measured: %s\n", qattn_last_error(ctx));
+        tf = 0.0;
+    } else {
+        printf("matrix ceiling (f16 cooperative-matrix GEMM of the kernel's tile: %d subgroups x %d lanes, "
+               "%d q rows each, %d-column KV tile, D %d, %ux%ux%u): %.1f TFLOP/s\n",
+               (int)pl->subgroups_per_workgroup, (int)pl->subgroup_size, 16 * (int)mt, (int)pl->kv_tile,
+               (int)pl->head_dim, (unsigned)pl->matrix_shape.m, (unsigned)pl->matrix_shape.n,
+               (unsigned)pl->matrix_shape.k, tf);
+    }
+    fflush(stdout);
+    if (n_seen < 16)
+        seen[n_seen++] = (ceiling_entry){mt, pl->kv_tile, pl->subgroups_per_workgroup, pl->head_dim,
+                                         pl->subgroup_size, pl->matrix_shape, tf};
+    return tf;
+}
 
 static qattn_status launch(void *p) {
     mqa_launch *l = p;
@@ -115,6 +158,7 @@ int bench_mqa_logits(qattn_context *ctx, const bench_preset *p, const bench_conf
     snprintf(res->variant, sizeof res->variant, "%s/r%d", qattn_mqa_variant_name(l.plan.variant),
              l.plan.rows_per_subgroup);
     res->splits = l.plan.kv_slices;
+    res->ceiling_tflops = plan_ceiling(ctx, &l.plan);
     if (l.plan.workspace_bytes && !(bufs[7] = l.ws = bench_upload(ctx, NULL, l.plan.workspace_bytes, res)))
         goto done;
     if (launch(&l) != QATTN_OK ||

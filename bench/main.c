@@ -8,6 +8,8 @@
  * `qattn-bench --help` lists the options.
  * --embed-record N and --pipeline-cache FILE (Vulkan, bench/bench_embed.c) measure
  * recorded command buffers and pipeline-cache reuse.
+ * MQA presets planned on the matrix unit print the matrix ceiling of their
+ * tile shape first (bench_mqa.c) and their share of it on their row.
  * Exit status 0 only when every preset ran and matched the reference. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,10 +91,10 @@ static void json_result(FILE *f, const bench_preset *p, const qattn_device_caps 
     fprintf(f, "%s\n  {\"preset\": \"%s\", \"op\": \"%s\", \"backend\": \"%s\", \"arch\": \"%s\", "
                "\"device\": \"%s\", \"variant\": \"%s\", \"splits\": %d, \"timer\": \"%s\", "
                "\"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"bytes\": %.0f, \"flops\": %.0f, "
-               "\"verified\": %s, \"worst_err_over_tol\": %.4g, \"error\": \"%s\", ",
+               "\"verified\": %s, \"worst_err_over_tol\": %.4g, \"ceiling_tflops\": %.3f, \"error\": \"%s\", ",
             first ? "" : ",", p->name, bench_op_name(p->op), backend, caps->arch,
             json_str(caps->device_name, dev, sizeof dev), r->variant, r->splits, r->timer, r->median_us, r->min_us,
-            r->max_us, r->bytes, r->flops, r->verified ? "true" : "false", r->worst_ratio,
+            r->max_us, r->bytes, r->flops, r->verified ? "true" : "false", r->worst_ratio, r->ceiling_tflops,
             json_str(r->error, msg, sizeof msg));
     if (p->op == BENCH_MQA_LOGITS)
         fprintf(f, "\"shape\": {\"S\": %d, \"S_kv\": %d, \"H\": %d, \"D\": %d, \"dtype\": \"%s\"}, ", p->S,
@@ -276,9 +278,12 @@ int main(int argc, char **argv) {
             const int mem = p->op != BENCH_MQA_LOGITS;
             pct(pr, sizeof pr, mem ? gbs : 0, read_gbps);
             pct(pc, sizeof pc, mem ? gbs : 0, copy_gbps);
-            printf("%-26s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f %6s %6s  %s (worst err/tol %.3g, %s timer)\n",
+            char share[48] = "";
+            if (r.ceiling_tflops > 0)
+                snprintf(share, sizeof share, ", %.1f %% of the matrix ceiling", 100.0 * tf / r.ceiling_tflops);
+            printf("%-26s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f %6s %6s  %s (worst err/tol %.3g, %s timer%s)\n",
                    p->name, bench_op_name(p->op), r.variant, r.splits, r.median_us, r.min_us, r.max_us, gbs, tf, pr,
-                   pc, r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer);
+                   pc, r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer, share);
         }
         if (jf) json_result(jf, p, &caps, qattn_backend_name(ctx), &r, ran == 1);
         free(r.samples_us);

@@ -4,3 +4,5 @@
 qattn_shader(NAME mqa_logits_direct SOURCE mqa_logits_simt.comp DEFINES MQA_STAGED=0)
 qattn_shader(NAME mqa_logits_staged SOURCE mqa_logits_simt.comp DEFINES MQA_STAGED=1)
 qattn_shader(NAME mqa_logits_coopmat SOURCE mqa_logits_coopmat.comp)
+# The matrix ceiling of the coopmat path (backend_vulkan/vk_ceiling.c).
+qattn_shader(NAME mqa_logits_ceiling SOURCE mqa_logits_ceiling.comp)

@@ -7,7 +7,8 @@
  *
  *   qattn_mqa_tune [--quick] [--sweep] [--device SEL] [--runs N]
  *
- * --sweep also times geometry alternatives (m-tiles, tile width, slices)
+ * --sweep also times geometry alternatives (m-tiles, tile width, slices,
+ * pinned through the planner so shared memory is always sized by it)
  * and the staged SIMT path on the first preset, the target shape.
  *
  * Windows are a prefill chunk at the end of a cached prefix: row i sees
@@ -15,6 +16,7 @@
  * pair, the q.k product only (as DeepGEMM counts). Device time comes from
  * the backend's timestamps (qattn_last_op_time_ms); the median of N runs.
  */
+#define _POSIX_C_SOURCE 200112L /* setenv, unsetenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,30 +158,21 @@ static void time_plan(qattn_context *dev, qattn_context *cpu, const preset *p, b
     fflush(stdout);
 }
 
-/* A coopmat plan with MT m-groups per subgroup, NT n-groups per tile and G
- * slices (0 = keep), derived from the planner's plan of the same shape. */
-static int reshape(const qattn_mqa_logits_plan *base, int H, int mt, int nt, int g, int nsg_mul,
-                   qattn_mqa_logits_plan *out) {
-    *out = *base;
-    const int units = H / 16;
-    if (!(units % mt == 0 || mt % units == 0)) return 0;
-    const int spr = units > mt ? units / mt : 1, rpsg = mt > units ? mt / units : 1;
-    /* At least 4 subgroups, whole rows: this may give one-row workgroups,
-     * which the planner avoids; kept here to probe them. */
-    const int nsg = spr * ((4 + spr - 1) / spr) * nsg_mul;
-    out->subgroups_per_workgroup = nsg;
-    out->rows_per_subgroup = rpsg;
-    out->rows_per_workgroup = nsg / spr * rpsg;
-    out->kv_tile = 16 * nt;
-    const int64_t tiles = (base->kv_len + out->kv_tile - 1) / out->kv_tile;
-    int64_t slices = g ? g : base->kv_slices;
-    if (slices > tiles) slices = tiles;
-    out->kv_slices = (int32_t)slices;
-    out->grid_y = (int32_t)slices;
-    out->kv_per_slice = (int32_t)((tiles + slices - 1) / slices * out->kv_tile);
-    const int64_t blocks = (base->rows + out->rows_per_workgroup - 1) / out->rows_per_workgroup;
-    out->grid_x = (int32_t)(blocks < 65535 ? blocks : 65535);
-    return 1;
+/* The planner's coopmat plan with MT m-groups per subgroup and NT n-groups
+ * per tile pinned (QATTN_MQA_MTILES / QATTN_MQA_NTILES, so the planner
+ * sizes shared memory and refuses what does not fit) and G slices (0 =
+ * planner's). */
+static int pinned_plan(qattn_context *dev, const qattn_mqa_logits_args *a, int mt, int nt, int g,
+                       qattn_mqa_logits_plan *out) {
+    char m[2] = {(char)('0' + mt), 0}, n[2] = {(char)('0' + nt), 0};
+    setenv("QATTN_MQA_MTILES", m, 1);
+    setenv("QATTN_MQA_NTILES", n, 1);
+    const qattn_mqa_logits_options o = {QATTN_MQA_COOPMAT, 0, g};
+    const qattn_status s = qattn_mqa_logits_plan_create(dev, a, &o, out);
+    unsetenv("QATTN_MQA_MTILES");
+    unsetenv("QATTN_MQA_NTILES");
+    if (s != QATTN_OK) printf("  mt%d nt%d: %s\n", mt, nt, qattn_last_error(dev));
+    return s == QATTN_OK;
 }
 
 int main(int argc, char **argv) {
@@ -255,17 +248,15 @@ int main(int argc, char **argv) {
         }
         time_plan(dev, cpu, &p, &b, &plan, "planner", runs, pairs);
         if (sweep && pi == 0 && plan.variant == QATTN_MQA_COOPMAT) {
-            /* {m-tiles, n-tiles, slices (0 = planner's; -k = k x planner's),
-             * subgroup multiplier} */
-            static const int cfg[][4] = {{4, 4, 0, 1}, {2, 2, 0, 1}, {2, 4, 0, 1}, {1, 2, 0, 1},
-                                         {4, 2, 0, 2}, {4, 2, 1, 1}, {4, 2, -2, 1}};
+            /* {m-tiles, n-tiles, slices (0 = planner's; -k = k x planner's)} */
+            static const int cfg[][3] = {{4, 1, 0}, {4, 3, 0}, {4, 4, 0}, {2, 2, 0}, {2, 4, 0},
+                                         {1, 4, 0}, {1, 2, 0}, {4, 2, 1}, {4, 2, -2}};
             for (size_t x = 0; x < sizeof cfg / sizeof cfg[0]; ++x) {
                 qattn_mqa_logits_plan q;
                 char label[64];
                 const int g = cfg[x][2] < 0 ? -cfg[x][2] * plan.kv_slices : cfg[x][2];
-                if (!reshape(&plan, p.H, cfg[x][0], cfg[x][1], g, cfg[x][3], &q)) continue;
-                snprintf(label, sizeof label, "mt%d nt%d x%d%s", cfg[x][0], cfg[x][1], cfg[x][3],
-                         g ? " slices" : "");
+                if (!pinned_plan(dev, &a, cfg[x][0], cfg[x][1], g, &q)) continue;
+                snprintf(label, sizeof label, "mt%d nt%d%s", cfg[x][0], cfg[x][1], g ? " slices" : "");
                 time_plan(dev, cpu, &p, &b, &q, label, runs, pairs);
             }
         }

@@ -493,6 +493,20 @@ static void test_plan_create_env(void **state) {
     assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(qattn_last_error(ctx), "QATTN_MQA_VARIANT=fast"));
     unsetenv("QATTN_MQA_VARIANT");
+    /* The coopmat geometry pins: only well-formed values, and they leave
+     * other variants alone (this device has no matrix unit). */
+    setenv("QATTN_MQA_MTILES", "3", 1);
+    assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(qattn_last_error(ctx), "QATTN_MQA_MTILES=3"));
+    setenv("QATTN_MQA_MTILES", "2", 1);
+    setenv("QATTN_MQA_NTILES", "x", 1);
+    assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(qattn_last_error(ctx), "QATTN_MQA_NTILES=x"));
+    setenv("QATTN_MQA_NTILES", "1", 1);
+    assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_OK);
+    assert_int_equal(p.variant, QATTN_MQA_STAGED);
+    unsetenv("QATTN_MQA_MTILES");
+    unsetenv("QATTN_MQA_NTILES");
     /* Validation runs first: a logits row stride below S_kv is refused. */
     a.logits.strides[0] = s.S_kv - 1;
     assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_ERR_STRIDE);

@@ -4,10 +4,11 @@
  * for ks[i] <= j < ke[i] (clamped to [0, S_kv]); -inf elsewhere when
  * clean_logits, else untouched.
  *
- * Shared geometry: a workgroup owns `waves * rows_per_wave` consecutive
- * query rows (each wave keeps its own rows; a short last block simply has
- * rows past S, which it skips: no host padding) and one grid.y slice of
- * the KV columns. Slice bounds are formed so no int32 addition can
+ * Shared geometry (the plan's, launched as planned by hip_mqa_logits.c): a
+ * workgroup owns consecutive query rows (staged: `waves * rows_per_wave`,
+ * each wave keeping its own; direct: `rows_per_wave`, shared by all waves;
+ * a short last block simply has rows past S, which it skips: no host
+ * padding) and one grid.y slice of `kv_per_slice` KV columns. Slice bounds are formed so no int32 addition can
  * overflow even when S_kv is near INT32_MAX.
  *
  * qattn_mqa_direct           each lane reads its own K rows from global
@@ -115,15 +116,24 @@ QH_DEV void mqa_fill_ninf(const qh_mqa_params &p, int32_t i, int32_t a, int32_t 
 /* ======================================================================
  * Direct-load kernel
  * ====================================================================== */
+/* Writes -inf over [a, b) of row i, all threads of the workgroup striding. */
+QH_DEV void mqa_fill_ninf_block(const qh_mqa_params &p, int32_t i, int32_t a, int32_t b, uint32_t tid,
+                                uint32_t nthreads) {
+    float *o = mqa_out_row(p, i);
+    for (int32_t j = a + (int32_t)tid; j < b; j += (int32_t)nthreads) o[j] = qh_neg_inf();
+}
+
+/* The workgroup's `rows_per_wave` rows (the plan's rows per workgroup: for
+ * this kernel every wave keeps all of them) are shared by all its threads,
+ * which stride over the slice's columns. */
 QH_DEV void mqa_direct(const qh_mqa_params &p) {
-    const int lane = (int)qh_lane();
-    const int w = qh_uniform((int)(qh_tid() / QH_WAVE));
+    const uint32_t tid = qh_tid(), nthreads = (uint32_t)(p.waves * QH_WAVE);
     int32_t c0, c1;
     mqa_slice(p, &c0, &c1);
     const bool kal = (p.flags & QH_MQA_ALIGNED4) != 0;
     const bool clean = (p.flags & QH_MQA_CLEAN) != 0;
     const float f = mqa_factor(p.q_fmt) * mqa_factor(p.k_fmt);
-    const int32_t row0 = (int32_t)qh_bid_x() * p.waves * p.rows_per_wave + w * p.rows_per_wave;
+    const int32_t row0 = (int32_t)qh_bid_x() * p.rows_per_wave;
     for (int rr = 0; rr < p.rows_per_wave; ++rr) {
         const int32_t i = row0 + rr;
         if (i >= p.S) break; /* short last block */
@@ -131,11 +141,11 @@ QH_DEV void mqa_direct(const qh_mqa_params &p) {
         mqa_window(p, i, &lo, &hi);
         const int32_t a = qh_max(lo, c0), b = qh_min(hi, c1);
         if (clean) {
-            mqa_fill_ninf(p, i, c0, qh_min(a, c1), lane);
-            mqa_fill_ninf(p, i, qh_max(b, c0), c1, lane);
+            mqa_fill_ninf_block(p, i, c0, qh_min(a, c1), tid, nthreads);
+            mqa_fill_ninf_block(p, i, qh_max(b, c0), c1, tid, nthreads);
         }
         float *o = mqa_out_row(p, i);
-        for (int32_t j = a + lane; j < b; j += QH_WAVE) {
+        for (int32_t j = a + (int32_t)tid; j < b; j += (int32_t)nthreads) {
             const float ksc = p.k_scale[(uint32_t)j * (uint32_t)p.ksc_s] * f;
             o[j] = mqa_logit_fma(p, i, p.k + (uint32_t)j * (uint32_t)p.k_s, kal, ksc);
         }

@@ -1,21 +1,22 @@
 /*
- * FP8 MQA logits on the HIP backend (kernels/mqa_logits.hip).
- *
- * Variant downgrade chain:
- *   COOPMAT, STAGED -> staged: on gfx942 the MFMA kernel for D 64/128/256,
- *                      elsewhere the FMA staged kernel; head dim > 256
- *                      (no 64-column tile fits the LDS budget of 3
- *                      workgroups per CU) falls back to direct-load.
- *   DIRECT          -> direct-load.
- * Plan fields honoured and clamped:
- *   rows_per_subgroup       -> 1, 2 or 4 rows per wave (3 runs as 4).
- *   subgroups_per_workgroup -> staged: always 4 waves (the kernel's LDS tile
- *                              is shared by 4); direct: 1..8 waves.
- *   kv_per_slice            -> columns per grid.y slice (the whole KV range
- *                              when 0); grid.y is recomputed from it and
- *                              kept <= 65535 by widening slices if needed.
- *   kv_tile                 -> fixed 64 columns in the staged kernels.
- *   grid_x/grid_y           -> recomputed from the clamped values above.
+ * FP8 MQA logits on the HIP backend (kernels/mqa_logits.hip). The plan
+ * names what runs; this file launches it and derives nothing:
+ *   variant staged  -> gfx942: the MFMA kernel for the plan's head dim
+ *                      (64/128/256); elsewhere the FMA staged kernel.
+ *                      The plan's subgroups are the kernel's waves (4,
+ *                      sharing one 64-column LDS tile), its
+ *                      rows_per_subgroup the rows each wave keeps.
+ *   variant direct  -> the direct-load kernel: the plan's subgroups (1..8
+ *                      waves) share the workgroup's rows_per_workgroup
+ *                      rows and stride over their columns.
+ *   grid_x, grid_y, kv_per_slice -> the launch grid and the columns of
+ *                      each grid.y slice, as planned.
+ * qh_mqa_supported() refuses (so the planner steps down, or a pinned
+ * variant fails its gate) every plan these kernels cannot run as written:
+ * coopmat (no such kernel here), a staged plan other than 4 waves x
+ * 64-column tiles or with head dim > 256, rows per subgroup other than 1,
+ * 2 or 4, a grid that does not cover the rows, or slices that do not cover
+ * the KV range.
  */
 #include <string.h>
 
@@ -25,8 +26,24 @@
 int qh_mqa_supported(const qh_backend *be, const qattn_mqa_logits_plan *plan) {
     (void)be;
     if (!plan) return 0;
-    return plan->variant == QATTN_MQA_DIRECT || plan->variant == QATTN_MQA_STAGED ||
-           plan->variant == QATTN_MQA_COOPMAT;
+    const int32_t rps = plan->rows_per_subgroup, waves = plan->subgroups_per_workgroup;
+    if (rps != 1 && rps != 2 && rps != 4) return 0;
+    if (plan->grid_x < 1 || plan->grid_y < 1 || plan->kv_per_slice < 1 || plan->rows_per_workgroup < 1)
+        return 0;
+    /* The kernels take one row block per workgroup and one slice per
+     * grid.y index: the grid must cover both ranges. */
+    if ((int64_t)plan->grid_x * plan->rows_per_workgroup < plan->rows ||
+        (int64_t)plan->grid_y * plan->kv_per_slice < plan->kv_len)
+        return 0;
+    switch (plan->variant) {
+    case QATTN_MQA_STAGED:
+        return waves == QH_MQA_WAVES && plan->kv_tile == QH_MQA_TILE && plan->head_dim <= 256 &&
+               plan->kv_per_slice % QH_MQA_TILE == 0 && plan->rows_per_workgroup == waves * rps;
+    case QATTN_MQA_DIRECT:
+        return waves >= 1 && waves <= 8 && plan->rows_per_workgroup == rps;
+    default:
+        return 0;
+    }
 }
 
 static int fmt_of(qattn_dtype t) { return t == QATTN_FP8_E4M3FN ? QH_FN : QH_FNUZ; }
@@ -64,29 +81,21 @@ qattn_status qh_mqa_logits(void *vbe, const qattn_mqa_logits_plan *plan,
         p.k_s % 4 == 0)
         p.flags |= QH_MQA_ALIGNED4;
 
-    p.rows_per_wave = plan->rows_per_subgroup <= 1 ? 1 : plan->rows_per_subgroup == 2 ? 2 : 4;
-    const int staged = plan->variant != QATTN_MQA_DIRECT && p.D <= 256;
-    enum qh_kernel_id k;
-    if (staged) {
-        p.waves = QH_MQA_WAVES;
+    if (!qh_mqa_supported(be, plan))
+        return qh_fail(be, QATTN_ERR_UNSUPPORTED, "mqa_logits: this backend cannot run the %s plan",
+                       qattn_mqa_variant_name(plan->variant));
+    p.rows_per_wave = plan->rows_per_subgroup;
+    p.waves = plan->subgroups_per_workgroup;
+    p.kv_per_slice = plan->kv_per_slice;
+    enum qh_kernel_id k = QH_K_qattn_mqa_direct;
+    if (plan->variant == QATTN_MQA_STAGED) {
         if (be->target == QH_T_GFX942)
             k = p.D == 64 ? QH_K_qattn_mqa_staged_mfma_d64
                           : p.D == 128 ? QH_K_qattn_mqa_staged_mfma_d128 : QH_K_qattn_mqa_staged_mfma_d256;
         else
             k = QH_K_qattn_mqa_staged_fma;
-    } else {
-        int w = plan->subgroups_per_workgroup;
-        p.waves = w < 1 ? 1 : w > 8 ? 8 : w;
-        k = QH_K_qattn_mqa_direct;
     }
-    int64_t per = plan->kv_per_slice > 0 ? plan->kv_per_slice : p.Skv;
-    if (per > p.Skv) per = p.Skv;
-    if (per < 1) per = 1;
-    if ((p.Skv + per - 1) / per > 65535) per = (p.Skv + 65534) / 65535;
-    p.kv_per_slice = (int32_t)per;
-    const int64_t rows_blk = (int64_t)p.waves * p.rows_per_wave;
-    const unsigned gx = (unsigned)((p.S + rows_blk - 1) / rows_blk);
-    const unsigned gy = (unsigned)((p.Skv + per - 1) / per);
+    const unsigned gx = (unsigned)plan->grid_x, gy = (unsigned)plan->grid_y;
 
     qattn_status s = qh_op_begin(be);
     if (s == QATTN_OK)

@@ -233,3 +233,17 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
     ctx->ops_run = 1;
     return QATTN_OK;
 }
+
+qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx, const qattn_mqa_logits_plan *plan,
+                                      double *tflops) {
+    if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    if (!tflops) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "tflops: NULL");
+    *tflops = 0.0;
+    if (!ctx->iface->mqa_matrix_ceiling)
+        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "qattn_mqa_matrix_ceiling: the %s backend has none",
+                           ctx->iface->name);
+    qattn_status s = ctx->iface->mqa_matrix_ceiling(ctx->be, plan, tflops);
+    if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_matrix_ceiling");
+    return QATTN_OK;
+}

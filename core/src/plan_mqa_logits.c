@@ -126,6 +126,12 @@ static int64_t staged_shared(int64_t kt, int64_t D) {
     return kt * D * 2 /* f16 key tile */ + kt * 4 /* k_scale */;
 }
 
+/* Development pins of the coopmat geometry (QATTN_MQA_MTILES and
+ * QATTN_MQA_NTILES, read by qattn_mqa_logits_plan_create): 0 = planner. */
+typedef struct cm_pin {
+    int32_t mt, nt;
+} cm_pin;
+
 typedef struct cm_geom {
     int32_t mt, nt, nsg, spr, rpsg, sg;
     int64_t shared;
@@ -172,15 +178,15 @@ static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *ou
  *   MT = 4 at D = 128 1.9x faster than MT = 2), and one m-tile above. MT
  *   and H/16 must divide one another so a tile never straddles rows.
  * - At most two subgroups per row: geometries spreading one row over four
- *   or more subgroups (H = 64 with D = 512, H = 128 with D >= 256) gave
- *   wrong results on the H200 while passing on lavapipe; the cause is not
- *   found (docs/perf_mqa_notes.md), so the gate refuses them and those
- *   shapes take the staged or direct path.
+ *   or more subgroups (one row per workgroup: H = 64 with D >= 256, H = 128
+ *   with D >= 256) gave wrong results on the H200 in every H200 run so far,
+ *   for this kernel and for a rewrite of its epilogue (docs/perf_mqa_notes.md);
+ *   the gate refuses them and those shapes take the staged or direct path.
  * - NT (16-column n-tiles per KV tile): accumulators MT*NT*256/sg floats per
  *   lane <= 64, at most 4; lowered until the shared memory fits.
  * - Subgroups: at least 4 and a multiple of the subgroups one row needs. */
 static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t pin_rows,
-                            cm_geom *g, char *why, size_t n) {
+                            const cm_pin *pin, cm_geom *g, char *why, size_t n) {
     if (!(c->features & QATTN_FEAT_COOPMAT)) {
         snprintf(why, n, "coopmat: device has no cooperative matrices");
         return 0;
@@ -230,6 +236,14 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
         if (pin_rows == 1) mt = min64(mt, units); /* never two rows in a subgroup */
     }
     while (mt > 1 && units % mt != 0 && mt % units != 0) --mt;
+    if (pin->mt) {
+        if (units % pin->mt != 0 && pin->mt % units != 0) {
+            snprintf(why, n, "coopmat: QATTN_MQA_MTILES=%d and H / 16 = %" PRId64 " do not divide one another",
+                     (int)pin->mt, units);
+            return 0;
+        }
+        mt = pin->mt;
+    }
     g->sg = (int32_t)sg;
     g->mt = (int32_t)mt;
     g->spr = (int32_t)max64(1, units / mt);
@@ -237,7 +251,7 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
     if (g->spr > 2) {
         snprintf(why, n,
                  "coopmat: H = %" PRId64 " with D = %" PRId64 " spreads a row over %d subgroups "
-                 "(at most 2 are validated)", s->H, s->D, (int)g->spr);
+                 "(at most 2 are right on the H200)", s->H, s->D, (int)g->spr);
         return 0;
     }
     g->nsg = (int32_t)(g->spr * cdiv(4, g->spr)); /* >= 2 rows per workgroup */
@@ -247,6 +261,14 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
         return 0;
     }
     int64_t nt = min64(4, max64(1, (sg / 4) / mt));
+    if (pin->nt) {
+        g->nt = pin->nt;
+        g->shared = coopmat_shared(g, s->D);
+        if (g->shared <= c->max_shared_bytes) return 1;
+        snprintf(why, n, "coopmat: QATTN_MQA_NTILES=%d needs %" PRId64 " B of shared memory, device allows %u",
+                 (int)pin->nt, g->shared, (unsigned)c->max_shared_bytes);
+        return 0;
+    }
     for (; nt >= 1; --nt) {
         g->nt = (int32_t)nt;
         g->shared = coopmat_shared(g, s->D);
@@ -262,10 +284,11 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
 /* Fills the per-variant part of the plan; returns 0 with why when the
  * variant's gate fails. */
 static int fill_variant(const qattn_device_caps *c, const shape *s, qattn_mqa_variant v,
-                        int32_t pin_rows, qattn_mqa_logits_plan *p, char *why, size_t n) {
+                        int32_t pin_rows, const cm_pin *pin, qattn_mqa_logits_plan *p, char *why,
+                        size_t n) {
     if (v == QATTN_MQA_COOPMAT) {
         cm_geom g;
-        if (!coopmat_geometry(c, s, pin_rows, &g, why, n)) return 0;
+        if (!coopmat_geometry(c, s, pin_rows, pin, &g, why, n)) return 0;
         p->subgroup_size = g.sg;
         p->rows_per_subgroup = g.rpsg;
         p->subgroups_per_workgroup = g.nsg;
@@ -378,11 +401,9 @@ static int row_base_wide(const qattn_tensor *t, int64_t row_extent) {
     return 0;
 }
 
-qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
-                                           const qattn_mqa_logits_args *args,
-                                           const qattn_mqa_logits_options *options,
-                                           qattn_mqa_logits_plan *plan, char *err,
-                                           size_t err_size) {
+static qattn_status plan_compute(const qattn_device_caps *caps, const qattn_mqa_logits_args *args,
+                                 const qattn_mqa_logits_options *options, const cm_pin *pin,
+                                 qattn_mqa_logits_plan *plan, char *err, size_t err_size) {
     if (!caps) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "caps: NULL");
     if (!args) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
     if (!plan) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
@@ -426,7 +447,7 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
 
     char why[160];
     if (opt.variant != QATTN_MQA_AUTO) {
-        if (!fill_variant(caps, &s, opt.variant, opt.rows_per_subgroup, &p, why, sizeof why))
+        if (!fill_variant(caps, &s, opt.variant, opt.rows_per_subgroup, pin, &p, why, sizeof why))
             return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE, "pinned variant %s cannot run: %s",
                               qattn_mqa_variant_name(opt.variant), why);
         p.variant = opt.variant;
@@ -447,7 +468,7 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
                                (unsigned)shape.m, (unsigned)shape.n, (unsigned)shape.k);
                     continue;
                 }
-                if (fill_variant(caps, &s, chain[i], opt.rows_per_subgroup, &p, why, sizeof why)) {
+                if (fill_variant(caps, &s, chain[i], opt.rows_per_subgroup, pin, &p, why, sizeof why)) {
                     p.variant = chain[i];
                     break;
                 }
@@ -455,7 +476,7 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
             }
         }
         if (p.variant == QATTN_MQA_DIRECT)
-            fill_variant(caps, &s, QATTN_MQA_DIRECT, opt.rows_per_subgroup, &p, why, sizeof why);
+            fill_variant(caps, &s, QATTN_MQA_DIRECT, opt.rows_per_subgroup, pin, &p, why, sizeof why);
     }
     if (p.variant == QATTN_MQA_COOPMAT) pick_coopmat_shape(caps, &p.matrix_shape);
     choose_slices(caps, &s, opt.kv_slices, &p);
@@ -468,6 +489,15 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
                 row_base_wide(&args->k_scale, 1);
     *plan = p;
     return QATTN_OK;
+}
+
+qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
+                                           const qattn_mqa_logits_args *args,
+                                           const qattn_mqa_logits_options *options,
+                                           qattn_mqa_logits_plan *plan, char *err,
+                                           size_t err_size) {
+    const cm_pin none = {0, 0};
+    return plan_compute(caps, args, options, &none, plan, err, err_size);
 }
 
 /* Case-insensitive ASCII equality (strcasecmp is not C11). */
@@ -498,8 +528,22 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
                                "QATTN_MQA_VARIANT=%s: expected auto, direct, staged or coopmat", env);
         opt.variant = v;
     }
+    /* Development pins of the coopmat geometry (timing sweeps and forcing
+     * every geometry through the parity suite). */
+    cm_pin pin = {0, 0};
+    static const char *const pin_names[2] = {"QATTN_MQA_MTILES", "QATTN_MQA_NTILES"};
+    for (int i = 0; i < 2; ++i) {
+        const char *e = qattn__getenv(pin_names[i]);
+        if (!e || !*e) continue;
+        const int v = (e[0] >= '1' && e[0] <= '4' && e[1] == '\0') ? e[0] - '0' : 0;
+        if (!v || (i == 0 && v == 3))
+            return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "%s=%s: expected %s", pin_names[i], e,
+                               i == 0 ? "1, 2 or 4" : "1, 2, 3 or 4");
+        if (i == 0) pin.mt = v;
+        else pin.nt = v;
+    }
     qattn_mqa_logits_plan p;
-    s = qattn_mqa_logits_plan_compute(&ctx->caps, args, &opt, &p, ctx->last_error,
+    s = plan_compute(&ctx->caps, args, &opt, &pin, &p, ctx->last_error,
                                       sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
     /* The backend may still refuse a plan its caps allowed (a shader it
@@ -520,11 +564,11 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
         /* Next variant down whose gate passes (direct always does). */
         qattn_mqa_logits_options lower = opt;
         lower.variant = p.variant == QATTN_MQA_COOPMAT ? QATTN_MQA_STAGED : QATTN_MQA_DIRECT;
-        s = qattn_mqa_logits_plan_compute(&ctx->caps, args, &lower, &p, ctx->last_error,
+        s = plan_compute(&ctx->caps, args, &lower, &pin, &p, ctx->last_error,
                                           sizeof ctx->last_error);
         if (s == QATTN_ERR_VARIANT_GATE) {
             lower.variant = QATTN_MQA_DIRECT;
-            s = qattn_mqa_logits_plan_compute(&ctx->caps, args, &lower, &p, ctx->last_error,
+            s = plan_compute(&ctx->caps, args, &lower, &pin, &p, ctx->last_error,
                                               sizeof ctx->last_error);
         }
         if (s != QATTN_OK) return s;

@@ -13,6 +13,8 @@
  *   {random (full, inside, clamped, empty mixed), causal, full, all empty},
  *   variant {planner, direct, staged, coopmat forced}, layout {dense,
  *   padded and unaligned}.
+ * Then eight fixed cases name every coopmat geometry (rows over 1 to 8
+ * subgroups, 1 to 4 rows per subgroup).
  * --full covers every pair twice over with a ten times larger budget, and
  * adds the 16 x 1,500,000-column case (also reachable alone with
  * --filter mqa_logits/long). That case checks a sample of rows and column
@@ -626,6 +628,24 @@ static void run_mqa_logits(parity_ctx *pc) {
     }
     if (pc->verbose) printf("mqa_logits: %d pairwise cases\n", n);
     for (int i = 0; i < n; ++i) run_case(pc, &table[i], i);
+    /* Every coopmat geometry by name, coopmat forced: one row over 1, 2, 4
+     * and 8 subgroups (H 64 x D 256 and 512, H 128 x D 256: the shapes
+     * once wrong on the H200), 2 and 4 rows per subgroup, every tile
+     * width. With QATTN_MQA_MTILES / QATTN_MQA_NTILES set, the same cases
+     * run each pinned geometry. */
+    static const struct { int S, S_kv, H, D, qfnuz, kfnuz, clean, win, padded; } GEOM[] = {
+        {37, 2001, 64, 128, 0, 0, 1, W_CAUSAL, 0}, {33, 1500, 32, 128, 1, 0, 0, W_RANDOM, 1},
+        {19, 2049, 64, 256, 0, 1, 1, W_RANDOM, 0}, {17, 1100, 64, 512, 0, 0, 1, W_CAUSAL, 1},
+        {18, 1300, 128, 256, 1, 1, 1, W_FULL, 0},  {21, 1027, 128, 128, 0, 0, 0, W_RANDOM, 0},
+        {40, 3001, 16, 64, 0, 0, 1, W_RANDOM, 0},  {16, 4099, 64, 64, 0, 0, 1, W_CAUSAL, 0},
+    };
+    for (int i = 0; i < (int)(sizeof GEOM / sizeof GEOM[0]); ++i) {
+        mqa_case c = {GEOM[i].S, GEOM[i].S_kv, GEOM[i].H, GEOM[i].D,
+                      GEOM[i].qfnuz ? QATTN_FP8_E4M3FNUZ : QATTN_FP8_E4M3FN,
+                      GEOM[i].kfnuz ? QATTN_FP8_E4M3FNUZ : QATTN_FP8_E4M3FN,
+                      GEOM[i].clean, GEOM[i].win, QATTN_MQA_COOPMAT, GEOM[i].padded, budget};
+        run_case(pc, &c, 90 + i);
+    }
     run_long(pc);
 }
 

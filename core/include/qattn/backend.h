@@ -94,6 +94,9 @@ struct qattn_backend_iface {
     /* Optional. Text of the backend's last failure (e.g. validation-layer
      * messages); copied into the context's last error. NULL: none. */
     const char *(*last_message)(void *be);
+    /* Optional. The matrix-unit rate (TFLOP/s) of a GEMM with the tile
+     * shape of a coopmat MQA logits plan; NULL: unsupported. */
+    qattn_status (*mqa_matrix_ceiling)(void *be, const qattn_mqa_logits_plan *plan, double *tflops);
 };
 
 /* ---- for backend libraries' own public calls (e.g. qattn/vulkan.h) ----- */

@@ -435,6 +435,14 @@ QATTN_API qattn_status qattn_mqa_logits_run(qattn_context *ctx,
                                             const qattn_mqa_logits_args *args,
                                             qattn_buffer *workspace,
                                             uint64_t workspace_offset);
+/** The cooperative-matrix rate the device gives the tile shape of `plan` (a
+ *  coopmat plan), in TFLOP/s: a GEMM kernel with the plan's subgroups,
+ *  m-tiles of q, KV tile, head dim and matrix shape, operands in registers
+ *  and shared memory only. The ceiling that plan's kernel is measured
+ *  against. QATTN_ERR_UNSUPPORTED where the backend has no such kernel. */
+QATTN_API qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx,
+                                                const qattn_mqa_logits_plan *plan,
+                                                double *tflops);
 
 /* ---- device read bandwidth ------------------------------------------ */
 /** Reads bytes [offset, offset + bytes) of `src` once with the backend's
