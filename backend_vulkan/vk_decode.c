@@ -200,7 +200,10 @@ qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qatt
     m.vf = plan->kv_dtype == QATTN_FP8_E4M3FN ? 256.0f : plan->kv_dtype == QATTN_FP8_E4M3FNUZ ? 128.0f : 1.0f;
 
     VkPipeline s1, mg;
-    qattn_status s = qattn_vk_pipeline(vk, l.shader, l.spec, l.n_spec, sizeof p, l.subgroup_size, &s1);
+    /* A device of one subgroup size runs the plan's as it is; only a varying
+     * one is pinned (device_fits checked that it can be). */
+    const uint32_t pin = vk->caps.subgroup_size_min == vk->caps.subgroup_size_max ? 0u : l.subgroup_size;
+    qattn_status s = qattn_vk_pipeline(vk, l.shader, l.spec, l.n_spec, sizeof p, pin, &s1);
     if (s != QATTN_OK) return s;
     if ((s = qattn_vk_pipeline(vk, "decode_merge", &l.merge_spec, 1, sizeof m, 0, &mg)) != QATTN_OK) return s;
     if ((s = qattn_vk_begin(vk)) != QATTN_OK) return s;

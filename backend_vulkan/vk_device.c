@@ -250,8 +250,8 @@ static uint32_t find_memory(const VkPhysicalDeviceMemoryProperties *mp, uint32_t
 
 /* The features qattn's shaders use: required ones first. */
 typedef struct qattn_vk_feats {
-    VkBool32 bda, s8, s16, i64, i16, i8, maint4;  /* required */
-    VkBool32 f16, vmm, vmm_dev, sgsc, cfs, coop;  /* used when present */
+    VkBool32 bda, s8, s16, i64, i16, i8, maint4, f16; /* required */
+    VkBool32 vmm, vmm_dev, sgsc, cfs, coop;            /* used when present */
 } qattn_vk_feats;
 
 /* The first required feature `f` lacks, named as in the Vulkan spec; NULL
@@ -266,6 +266,8 @@ static const char *first_missing(const qattn_vk_feats *f) {
     /* The shaders size their workgroups with specialization constants
      * (LocalSizeId), which needs maintenance4. */
     if (!f->maint4) return "maintenance4 (VkPhysicalDeviceVulkan13Features)";
+    /* The decode tiles are staged in f16. */
+    if (!f->f16) return "shaderFloat16 (VkPhysicalDeviceVulkan12Features)";
     return NULL;
 }
 

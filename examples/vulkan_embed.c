@@ -117,7 +117,7 @@ static int engine_init(void) {
     f12.pNext = &f13;
     f2.features.shaderInt64 = f2.features.shaderInt16 = VK_TRUE;
     f11.storageBuffer16BitAccess = VK_TRUE;
-    f12.storageBuffer8BitAccess = f12.bufferDeviceAddress = f12.shaderInt8 = VK_TRUE;
+    f12.storageBuffer8BitAccess = f12.bufferDeviceAddress = f12.shaderInt8 = f12.shaderFloat16 = VK_TRUE;
     f13.maintenance4 = VK_TRUE;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};

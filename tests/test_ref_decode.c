@@ -11,6 +11,7 @@
  * Outputs are poisoned with 0xFF (NaN as bf16/f32) before every run, and the
  * gaps between output elements must still hold the poison afterwards.
  */
+#define _POSIX_C_SOURCE 200112L /* setenv, unsetenv */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -571,8 +572,9 @@ static void test_random_shapes(void **state) {
     qattn_context_free(ctx);
 }
 
-/* A page index outside the cache must fail with INDEX_OUT_OF_RANGE and
- * leave o and lse untouched. */
+/* A page index outside the cache (spec 2): with QATTN_CHECK_INDICES=1 the
+ * call fails with INDEX_OUT_OF_RANGE and leaves o and lse untouched; without
+ * it the key is not visible and the call computes the rest. */
 static void test_bad_page_index(void **state) {
     (void)state;
     qattn_context *ctx = cpu_ctx();
@@ -585,12 +587,18 @@ static void test_bad_page_index(void **state) {
         int32_t bad = variant == 0 ? (int32_t)(f.n_slots / c.P) : variant == 1 ? -1 : (int32_t)(f.n_slots / c.P + 7);
         qt_ht_set_i32(&f.indices_t, f.indptr[1] + 1, bad);
         qattn_decode_args a = dfix_args(ctx, &f);
+        setenv("QATTN_CHECK_INDICES", "1", 1);
         qattn_status s = run_decode(ctx, &a);
+        unsetenv("QATTN_CHECK_INDICES");
         QT_CHECK(&rng, s == QATTN_ERR_INDEX_OUT_OF_RANGE, "bad page %d: got %s", bad, qattn_status_name(s));
         qt_ht_download(ctx, &f.o);
         qt_ht_download(ctx, &f.lse);
         QT_CHECK(&rng, qt_ht_all_bytes(&f.o, POISON), "bad page %d: o was written", bad);
         QT_CHECK(&rng, qt_ht_all_bytes(&f.lse, POISON), "bad page %d: lse was written", bad);
+        s = run_decode(ctx, &a);
+        QT_CHECK(&rng, s == QATTN_OK, "bad page %d without the index mode: got %s", bad, qattn_status_name(s));
+        qt_ht_download(ctx, &f.o);
+        QT_CHECK(&rng, !qt_ht_all_bytes(&f.o, POISON), "bad page %d without the index mode: o not written", bad);
         dfix_free(ctx, &f);
     }
     qattn_context_free(ctx);

@@ -381,7 +381,8 @@ static void test_refusals(qt_vk *v) {
     CHECK(qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err) == QATTN_ERR_BACKEND_UNAVAILABLE,
           "a device without the enabled-feature list accepted");
 
-    static const char *const needed[] = {"bufferDeviceAddress", "shaderInt8", "shaderInt64", "maintenance4"};
+    static const char *const needed[] = {"bufferDeviceAddress", "shaderInt8", "shaderInt64", "maintenance4",
+                                          "shaderFloat16"};
     for (int i = 0; i < 4; ++i) {
         qt_vk w;
         int rc = qt_vk_open(&w, 0, needed[i], err, sizeof err);

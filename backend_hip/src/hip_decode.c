@@ -176,11 +176,10 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
 
     int kernel, block;
     unsigned gx;
-    if (runs_packed(be, plan)) {
-        if (!rows_aligned(&a->k_cache, a->page_size, 16) || !rows_aligned(&a->v_cache, a->page_size, 16))
-            return qh_fail(be, QATTN_ERR_ALIGNMENT,
-                           "decode: packed_fp8 reads 16-byte words; k_cache/v_cache rows (base, "
-                           "page, slot and head strides) must be 16-byte aligned");
+    /* The packed reader takes 16-byte words: layouts whose rows are not
+     * 16-byte aligned run the generic kernel. */
+    if (runs_packed(be, plan) && rows_aligned(&a->k_cache, a->page_size, 16) &&
+        rows_aligned(&a->v_cache, a->page_size, 16)) {
         const int fn = a->k_cache.dtype == QATTN_FP8_E4M3FN;
         kernel = fn ? (G == 4 ? QH_K_qattn_decode_packed_fn_g4 : QH_K_qattn_decode_packed_fn_g8)
                     : (G == 4 ? QH_K_qattn_decode_packed_fnuz_g4 : QH_K_qattn_decode_packed_fnuz_g8);

@@ -209,11 +209,13 @@ static inline int qt_vk_open(qt_vk *v, int validation, const char *without, char
     v->f12.storageBuffer8BitAccess = VK_TRUE;
     v->f12.bufferDeviceAddress = VK_TRUE;
     v->f12.shaderInt8 = VK_TRUE;
+    v->f12.shaderFloat16 = VK_TRUE;
     v->f13.maintenance4 = VK_TRUE;
     if (without && strcmp(without, "bufferDeviceAddress") == 0) v->f12.bufferDeviceAddress = VK_FALSE;
     if (without && strcmp(without, "shaderInt8") == 0) v->f12.shaderInt8 = VK_FALSE;
     if (without && strcmp(without, "shaderInt64") == 0) v->f2.features.shaderInt64 = VK_FALSE;
     if (without && strcmp(without, "maintenance4") == 0) v->f13.maintenance4 = VK_FALSE;
+    if (without && strcmp(without, "shaderFloat16") == 0) v->f12.shaderFloat16 = VK_FALSE;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
     qci.queueFamilyIndex = v->family;
