@@ -55,7 +55,8 @@ int qattn_vk_decode_launch_of(const qattn_decode_plan *p, qattn_vk_decode_launch
     snprintf(out->shader, sizeof out->shader, "decode_%s_%s", qattn_decode_variant_name(p->variant), dt);
     const uint32_t spec[] = {(uint32_t)p->workgroup_size, (uint32_t)p->head_dim, (uint32_t)p->rows,
                              (uint32_t)p->q_heads_per_workgroup, (uint32_t)p->row_slots,
-                             (uint32_t)p->subgroup_size, (uint32_t)p->load_bytes};
+                             (uint32_t)p->subgroup_size, (uint32_t)p->load_bytes,
+                             (uint32_t)p->keys_per_tile};
     memcpy(out->spec, spec, sizeof spec);
     out->n_spec = sizeof spec / sizeof spec[0];
     memcpy(out->grid, p->grid, sizeof out->grid);

@@ -4,17 +4,18 @@
 // One workgroup is one subgroup of SG lanes and handles one (split, kv head,
 // block of QH query heads, request). Its ROWS = QH * R query rows are the N
 // columns of the matrix products (NR >= ROWS; padding columns are computed
-// and never read). Keys stream through in tiles of 16:
+// and never read). Keys stream through in tiles of TK:
 //   1. the tile's K and V rows (16-byte loads, issued one tile ahead) are
 //      decoded to f16 into shared memory (fp8 and int8 exactly, two codes per
 //      integer operation; the power of two the fp8 trick leaves is folded
 //      into the per-key scales), bf16 stays raw (SIMT only);
-//   2. S^T = K Q^T (16 keys x NR rows): on the matrix unit (MATRIX) or by
+//   2. S^T = K Q^T (TK keys x NR rows, 16 at a time): on the matrix unit (MATRIX) or by
 //      lanes (SIMT), q held as f16 with a per-row power of two;
 //   3. online softmax by lanes: per-key scales, softcap, masks, running max
 //      m and partial sums l, P^T = p * v_scale in f16, and per row the factor
 //      alpha the running output must be multiplied by;
 //   4. O^T = O^T * alpha + V^T P^T (16 dims x NR rows per fragment).
+// TK (a spec constant) is a multiple of 16: each tile is KT fragments.
 // Every workgroup writes its unnormalised O^T, m and l to the workspace
 // (padding rows included, they have their own slots) and decode_merge.comp
 // combines the splits. All launch decisions come from the plan
@@ -48,9 +49,10 @@ layout(constant_id = 3) const int QH = 1;   // query heads per workgroup
 layout(constant_id = 4) const int NR = 8;   // matrix N: row slots (>= QH * R)
 layout(constant_id = 5) const int SG = 32;  // lanes (= workgroup size = subgroup size)
 layout(constant_id = 6) const int VEC = 16; // bytes per load: what every K/V row start allows
+layout(constant_id = 7) const int TK = 16;  // keys per tile: a multiple of 16
 
 const int ROWS = QH * R;
-const int TK = 16;                 // keys per tile
+const int KT = TK / 16;            // 16-key fragments per tile
 #if defined(KV_BF16)
 const int ES = 2;                  // bytes per cache element
 const int PERM = 0;
@@ -383,15 +385,15 @@ void main() {
 
         // 2. S^T = K Q^T
 #if MATRIX
-        {
+        [[unroll]] for (int kt = 0; kt < KT; ++kt) {
             coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> sacc =
                 coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator>(0.0);
             [[unroll]] for (int j = 0; j < D / 16; ++j) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ka;
-                coopMatLoad(ka, skt, j * 2, LD4, gl_CooperativeMatrixLayoutRowMajor);
+                coopMatLoad(ka, skt, kt * 16 * LD4 + j * 2, LD4, gl_CooperativeMatrixLayoutRowMajor);
                 sacc = coopMatMulAdd(ka, qb_[j], sacc);
             }
-            coopMatStore(sacc, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(sacc, ss, kt * 16 * NR, NR, gl_CooperativeMatrixLayoutRowMajor);
         }
 #else
         for (int e = lane; e < TK * NR; e += SG) {
@@ -455,12 +457,15 @@ void main() {
         {
             coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> am;
             coopMatLoad(am, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, NR, gl_MatrixUseB> pb;
-            coopMatLoad(pb, sp, 0, LDP, gl_CooperativeMatrixLayoutColumnMajor);
-            [[unroll]] for (int j = 0; j < D / 16; ++j) {
-                coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> va;
-                coopMatLoad(va, svt, j * 2, LD4, gl_CooperativeMatrixLayoutColumnMajor);
-                oacc[j] = coopMatMulAdd(va, pb, oacc[j] * am);
+            [[unroll]] for (int j = 0; j < D / 16; ++j) oacc[j] = oacc[j] * am;
+            [[unroll]] for (int kt = 0; kt < KT; ++kt) {
+                coopmat<float16_t, gl_ScopeSubgroup, 16, NR, gl_MatrixUseB> pb;
+                coopMatLoad(pb, sp, kt * 16, LDP, gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (int j = 0; j < D / 16; ++j) {
+                    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> va;
+                    coopMatLoad(va, svt, kt * 16 * LD4 + j * 2, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+                    oacc[j] = coopMatMulAdd(va, pb, oacc[j]);
+                }
             }
         }
 #else

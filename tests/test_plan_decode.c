@@ -1037,7 +1037,7 @@ static void check_launch(const qattn_device_caps *c, shape s, qattn_decode_varia
     EXPECT(strcmp(l.shader, name) == 0);
     EXPECT(qattn_vk_has_shader(l.shader));
     /* spec constants by constant_id: local_size_x, D, R, QH, NR, SG */
-    EXPECT_EQ(l.n_spec, 7);
+    EXPECT_EQ(l.n_spec, 8);
     EXPECT_EQ(l.spec[0], p->workgroup_size);
     EXPECT_EQ(l.spec[1], p->head_dim);
     EXPECT_EQ(l.spec[2], p->rows);
@@ -1045,6 +1045,7 @@ static void check_launch(const qattn_device_caps *c, shape s, qattn_decode_varia
     EXPECT_EQ(l.spec[4], p->row_slots);
     EXPECT_EQ(l.spec[5], p->subgroup_size);
     EXPECT_EQ(l.spec[6], p->load_bytes);
+    EXPECT_EQ(l.spec[7], p->keys_per_tile);
     EXPECT_EQ(l.subgroup_size, p->subgroup_size);
     for (int i = 0; i < 3; ++i) {
         EXPECT_EQ(l.grid[i], p->grid[i]);

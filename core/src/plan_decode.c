@@ -31,7 +31,13 @@
 
 #include "internal.h"
 
-#define TILE_KEYS 16       /* keys per tile: the matrix M of S^T = K Q^T */
+/* Keys per tile (a multiple of the matrix M of S^T = K Q^T, 16): the
+ * kernel's loads in flight and its fixed per-tile costs (synchronisation,
+ * reductions) scale with it. */
+#ifndef QATTN_DECODE_TILE_KEYS
+#define QATTN_DECODE_TILE_KEYS 16
+#endif
+#define TILE_KEYS QATTN_DECODE_TILE_KEYS
 #define MAX_BLOCK_ROWS 16  /* query rows per workgroup: the largest matrix N */
 #define MIN_SPLIT_KEYS 128 /* keys per split at least (8 tiles) */
 #define WG_PER_CU 32       /* stage-1 workgroups to aim for per compute unit (measured: more hide more latency) */
@@ -77,10 +83,9 @@ static int64_t largest_divisor_upto(int64_t g, int64_t cap) {
  * and their factors, the K and V tiles (rows of D/8 + 1 uvec4), S^T, P^T,
  * per-key scales and positions. */
 static uint64_t tiled_shared(int64_t D, int64_t nr) {
-    const uint64_t ld4 = (uint64_t)(D / 8 + 1) * 16u;
-    return (uint64_t)nr * ld4 + (uint64_t)nr * 4u + 2u * TILE_KEYS * ld4 +
-           (uint64_t)TILE_KEYS * (uint64_t)nr * 4u + (uint64_t)nr * (TILE_KEYS + 8) * 2u +
-           3u * TILE_KEYS * 4u;
+    const uint64_t ld4 = (uint64_t)(D / 8 + 1) * 16u, tk = TILE_KEYS;
+    return (uint64_t)nr * ld4 + (uint64_t)nr * 4u + 2u * tk * ld4 + tk * (uint64_t)nr * 4u +
+           (uint64_t)nr * (tk + 8) * 2u + 3u * tk * 4u;
 }
 
 /* The f16 -> f32 matrix shape 16 x n x 16 of the device, or NULL. */
