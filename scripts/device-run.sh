@@ -46,10 +46,13 @@ step parity_vk_simt 120 "$B/tests/qattn_parity" --backend vulkan --no-validation
 step parity_vk_mqa_long 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
 [ -x "$H/qattn_parity" ] && step parity_hip 150 "$H/qattn_parity" --backend hip
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -x "$H/qattn_hip_graph" ] && step hip_graph 120 "$H/qattn_hip_graph"
 step plan_decode 60 "$B/tests/test_plan_decode"
 step plan_mqa_logits 60 "$B/tests/test_plan_mqa_logits"
+# The caller-device test without a validation layer (the GPU machine has none).
+[ -x "$B/tests/test_vk_embed" ] && step vk_embed 120 env QATTN_TEST_VALIDATION=0 "$B/tests/test_vk_embed"
 wait
-report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip
+report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip hip_graph vk_embed
 # The torch baseline first, so qattn-bench can print each preset's share of
 # the copy rate of this same run next to its share of the read bandwidth it
 # measures itself.
@@ -57,7 +60,7 @@ step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json"
 wait
 TAIL=20 report torch
 copy=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["copy"]["GBps"])' "$OUT/torch.json" 2>/dev/null || echo 0)
-step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds --iters 30 --copy-gbps "$copy" \
+step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds --iters ${ITERS:-30} --copy-gbps "$copy" \
   --json "$OUT/bench_vk.json"
 wait
 TAIL=30 report bench_vk
@@ -78,6 +81,20 @@ sweep() {
 step sweep 120 bash -c "$(declare -f sweep); B=$B; sweep ${SWEEP:-16,1,8,4,128,fn,32768,16 1,1,8,4,128,fn,32768,16}"
 wait
 TAIL=40 report sweep
+# Embedding (issue 9): 32 B1 decodes recorded into one caller command buffer
+# against their device time plus one submit; a second process with the
+# pipeline cache the first one saved creates no pipeline.
+step embed_record 90 "$B/bench/qattn-bench" --backend vulkan --preset decode_b1_gqa4_32k,decode_b1_gqa8_8k \
+  --embed-record 32 --read-mib 0
+wait
+TAIL=30 report embed_record
+rm -f /tmp/qattn_pc.bin
+for i in 1 2; do
+  step pipeline_cache_$i 60 "$B/bench/qattn-bench" --backend vulkan --preset decode_b1_gqa4_32k,decode_b16_gqa8_32k,mqa_2048x65536_h64 \
+    --iters 5 --warmup 1 --warmup-ms 0 --read-mib 0 --pipeline-cache /tmp/qattn_pc.bin
+  wait
+  TAIL=12 report pipeline_cache_$i
+done
 # docs/perf.md's tables from this run's JSON.
 tj=""
 [ -f "$OUT/torch.json" ] && tj="$OUT/torch.json"
