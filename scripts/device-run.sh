@@ -60,7 +60,7 @@ step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json"
 wait
 TAIL=20 report torch
 copy=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["copy"]["GBps"])' "$OUT/torch.json" 2>/dev/null || echo 0)
-step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds --iters ${ITERS:-30} --copy-gbps "$copy" \
+step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds ${BENCH_OP:+--op $BENCH_OP} --iters ${ITERS:-30} --copy-gbps "$copy" \
   --json "$OUT/bench_vk.json"
 wait
 TAIL=30 report bench_vk
