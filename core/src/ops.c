@@ -3,10 +3,63 @@
  * indices, then hand over to the backend. Nothing is launched or written
  * unless every check passes. Planners live in plan_*.c. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* ---- plan integrity --------------------------------------------------------
+ * FNV-1a over the bytes, seeded with the plan type's tag and size (so a plan
+ * of another layout or op never matches), then a 64-bit finalizer so that
+ * nearby plans get unrelated digests. This catches plans edited or
+ * corrupted after planning; it is not a defence against a caller forging
+ * one on purpose. */
+static uint64_t digest(uint64_t tag, const void *bytes, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull ^ tag ^ ((uint64_t)n << 32);
+    const unsigned char *b = bytes;
+    for (size_t i = 0; i < n; ++i) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+#define DECODE_TAG 0x71617474656e6431ull /* "qattend1" */
+#define MQA_TAG 0x716174746d716131ull    /* "qattmqa1" */
+
+static uint64_t decode_digest(const qattn_decode_plan *p) {
+    return digest(DECODE_TAG, p, offsetof(qattn_decode_plan, integrity));
+}
+
+static uint64_t mqa_digest(const qattn_mqa_logits_plan *p) {
+    return digest(MQA_TAG, p, offsetof(qattn_mqa_logits_plan, integrity));
+}
+
+/* The digest covers every byte before it only if it is the last member. */
+_Static_assert(offsetof(qattn_decode_plan, integrity) + sizeof(uint64_t) == sizeof(qattn_decode_plan),
+               "qattn_decode_plan.integrity must be the last member");
+_Static_assert(offsetof(qattn_mqa_logits_plan, integrity) + sizeof(uint64_t) ==
+                   sizeof(qattn_mqa_logits_plan),
+               "qattn_mqa_logits_plan.integrity must be the last member");
+
+void qattn__seal_decode_plan(qattn_decode_plan *out, const qattn_decode_plan *p,
+                             const qattn_decode_args *a) {
+    /* memcpy, not assignment: every byte the digest covers is copied. */
+    memmove(out, p, sizeof *out);
+    out->max_kv_len = a->max_kv_len;
+    out->integrity = decode_digest(out);
+}
+
+void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p) {
+    memmove(out, p, sizeof *out);
+    out->integrity = mqa_digest(out);
+}
 
 /* QATTN_CHECK_INDICES=1: verify every slot/page index on the host before
  * launching. Off by default because it downloads the index tensors. */
@@ -158,6 +211,11 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
     const char *const names[] = {"q", "k_cache", "v_cache", "k_scale", "v_scale", "kv_indptr",
                                  "kv_indices", "kv_lens", "sinks", "o", "lse"};
     if ((s = check_owner(ctx, ts, names, 11)) != QATTN_OK) return s;
+    /* Before any field of the plan is trusted. */
+    if (plan->integrity != decode_digest(plan))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "plan: its bytes changed after planning (integrity digest differs); "
+                           "make plans only with qattn_decode_plan_create or _compute");
     if (plan->batch != args->q.shape[0] || plan->rows != args->q.shape[1] ||
         plan->q_heads != args->q.shape[2] || plan->head_dim != args->q.shape[3] ||
         plan->kv_heads != args->k_cache.shape[1] || plan->head_dim_v != args->v_cache.shape[2] ||
@@ -166,6 +224,11 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                            "plan: made for B=%d R=%d Hq=%d Hkv=%d D=%d %s, args differ",
                            (int)plan->batch, (int)plan->rows, (int)plan->q_heads, (int)plan->kv_heads,
                            (int)plan->head_dim, qattn_dtype_name(plan->kv_dtype));
+    if (args->max_kv_len > plan->max_kv_len)
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "max_kv_len: %d exceeds the %d the plan was made for (its splits cover "
+                           "only that many keys)",
+                           (int)args->max_kv_len, (int)plan->max_kv_len);
     if (plan->num_splits < 1 || plan->num_splits > QATTN_MAX_SPLITS)
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: num_splits %d outside 1..%d",
                            (int)plan->num_splits, QATTN_MAX_SPLITS);
@@ -213,6 +276,11 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
                                args->logits};
     const char *const names[] = {"q", "k", "k_scale", "weights", "ks", "ke", "logits"};
     if ((s = check_owner(ctx, ts, names, 7)) != QATTN_OK) return s;
+    /* Before any field of the plan is trusted. */
+    if (plan->integrity != mqa_digest(plan))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "plan: its bytes changed after planning (integrity digest differs); "
+                           "make plans only with qattn_mqa_logits_plan_create or _compute");
     if (plan->rows != args->q.shape[0] || plan->heads != args->q.shape[1] ||
         plan->head_dim != args->q.shape[2] || plan->kv_len != args->k.shape[0] ||
         plan->q_dtype != args->q.dtype || plan->k_dtype != args->k.dtype)

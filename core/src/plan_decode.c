@@ -525,7 +525,8 @@ static qattn_status splits(const qattn_device_caps *caps, const qattn_decode_arg
 /* ---- the planner ---------------------------------------------------------- */
 
 static qattn_status check_shapes(const qattn_decode_args *a, char *err, size_t n) {
-    if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
+    const qattn_status bounds = qattn__check_decode_shapes(a, err, n);
+    if (bounds != QATTN_OK) return bounds;
     if (a->q.rank != 4 || a->k_cache.rank != 3 || a->v_cache.rank != 3)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "q must be rank 4 and the caches rank 3");
     const int64_t R = a->q.shape[1], Hq = a->q.shape[2], Hkv = a->k_cache.shape[1];
@@ -598,7 +599,7 @@ static qattn_status plan_tuned(const qattn_device_caps *caps, const qattn_decode
     else s = scalar_geometry(caps, args, tune, &p, err, err_size);
     if (s != QATTN_OK) return s;
     if ((s = splits(caps, args, options, &p, err, err_size)) != QATTN_OK) return s;
-    *plan = p;
+    qattn__seal_decode_plan(plan, &p, args);
     return QATTN_OK;
 }
 

@@ -386,6 +386,8 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
     if (!caps) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "caps: NULL");
     if (!args) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
     if (!plan) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    qattn_status bounds = qattn__check_mqa_logits_shapes(args, err, err_size);
+    if (bounds != QATTN_OK) return bounds;
     qattn_mqa_logits_options opt = {QATTN_MQA_AUTO, 0, 0};
     if (options) opt = *options;
     if ((int)opt.variant < QATTN_MQA_AUTO || opt.variant >= QATTN_MQA_VARIANT_COUNT)
@@ -466,7 +468,7 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
                 row_base_wide(&args->logits, s.S_kv) || row_base_wide(&args->k, s.D) ||
                 row_base_wide(&args->ks, 1) || row_base_wide(&args->ke, 1) ||
                 row_base_wide(&args->k_scale, 1);
-    *plan = p;
+    qattn__seal_mqa_logits_plan(plan, &p);
     return QATTN_OK;
 }
 
@@ -531,6 +533,6 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
         memcpy(p.reason, prior, sizeof prior);
         add_reason(&p, "%s", refused);
     }
-    *plan = p;
+    qattn__seal_mqa_logits_plan(plan, &p); /* the reason may have changed */
     return QATTN_OK;
 }

@@ -282,12 +282,23 @@ typedef struct qattn_decode_options {
 #define QATTN_MAX_SPLITS 64
 #define QATTN_REASON_BYTES 256
 
-/** The planner's decision for one decode shape. Pure data; inspectable. */
+/* Plans are sealed over their bytes (see `integrity`), so they hold no
+ * padding: a copy by assignment keeps every byte. The core's own build
+ * turns padding in them into an error. */
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"
+#endif
+
+/** The planner's decision for one decode shape. Pure data; inspectable but
+ *  read-only: qattn_decode_run refuses a plan changed after planning. */
 typedef struct qattn_decode_plan {
     qattn_decode_variant variant;
     /* shape the plan was made for */
     int32_t batch, rows, q_heads, kv_heads, head_dim, head_dim_v;
     qattn_dtype kv_dtype;
+    /** args.max_kv_len at planning; a run may pass at most this. */
+    int32_t max_kv_len;
     /* geometry */
     int32_t keys_per_tile;
     int32_t workgroup_size;
@@ -301,7 +312,13 @@ typedef struct qattn_decode_plan {
     /** Why the variant is not the preferred one, or "" (e.g.
      *  "packed_fp8 gate: k_cache row stride 136 B not 16-byte aligned"). */
     char reason[QATTN_REASON_BYTES];
+    /** A digest of every byte above, set when the plan is made; keep it
+     *  last. Run refuses a plan whose digest does not match. */
+    uint64_t integrity;
 } qattn_decode_plan;
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 /** Plans decode attention for ctx's device. Validates every descriptor
  *  first. `options` may be NULL; QATTN_DECODE_VARIANT in the environment pins
@@ -368,6 +385,12 @@ typedef struct qattn_mqa_logits_options {
     int32_t kv_slices;          /* 0 = planner */
 } qattn_mqa_logits_options;
 
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"
+#endif
+/** The planner's decision for one MQA logits shape; read-only like the
+ *  decode plan. */
 typedef struct qattn_mqa_logits_plan {
     qattn_mqa_variant variant;
     int32_t rows, kv_len, heads, head_dim; /* S, S_kv, H, D */
@@ -391,7 +414,14 @@ typedef struct qattn_mqa_logits_plan {
      *  variants), so backends run exactly what was planned. */
     qattn_matrix_shape matrix_shape;
     char reason[QATTN_REASON_BYTES];
+    /** A digest of every byte above, set when the plan is made; keep it
+     *  last. Run refuses a plan whose digest does not match. */
+    uint64_t integrity;
 } qattn_mqa_logits_plan;
+
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 /** Plans MQA logits for ctx's device; QATTN_MQA_VARIANT in the environment
  *  pins a variant when options do not. */
