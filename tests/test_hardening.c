@@ -214,6 +214,39 @@ static void test_row14_plan_integrity(void **state) {
     assert_false(qt_buf_all(f->ctx, f->o, QT_POISON));
 }
 
+/* Found by tests/fuzz/fuzz_plan: capabilities the planners divide by or
+ * size workgroups from are checked first (a 2^32 - 255-lane subgroup gave a
+ * workgroup of -255 threads), and an invalid cache dtype is refused before
+ * its element size (0) divides anything (the SIGFPE of issue 11 row 4). */
+static void test_fuzz_found_caps_and_dtype(void **state) {
+    fix *f = *state;
+    qattn_decode_plan plan;
+    char err[256];
+    qattn_device_caps caps = caps_h200();
+    caps.subgroup_size_min = caps.subgroup_size_max = 0xFFFFFF01u;
+    assert_int_equal(qattn_decode_plan_compute(&caps, &f->a, NULL, &plan, err, sizeof err),
+                     QATTN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "caps.subgroup_size"));
+    caps = caps_h200();
+    caps.max_workgroup_size = 0;
+    assert_int_equal(qattn_decode_plan_compute(&caps, &f->a, NULL, &plan, err, sizeof err),
+                     QATTN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err, "caps.max_workgroup_size"));
+    caps = caps_h200();
+    caps.n_matrix_shapes = -3;
+    qattn_mqa_logits_plan mp;
+    assert_int_equal(qattn_mqa_logits_plan_compute(&caps, NULL, NULL, &mp, err, sizeof err),
+                     QATTN_ERR_INVALID_ARGUMENT);
+    caps = caps_h200();
+    qattn_decode_args a = f->a;
+    a.k_cache.dtype = a.v_cache.dtype = QATTN_DTYPE_INVALID;
+    for (int v = 0; v < QATTN_DECODE_VARIANT_COUNT; ++v) {
+        qattn_decode_options o = {(qattn_decode_variant)v, 0};
+        assert_int_equal(qattn_decode_plan_compute(&caps, &a, &o, &plan, err, sizeof err), QATTN_ERR_DTYPE);
+        assert_non_null(strstr(err, "k_cache"));
+    }
+}
+
 /* ---- MQA logits: rows 2 and 3, and its plan's integrity ---- */
 enum { S = 4, H = 4, MD = 64, SKV = 1 };
 
@@ -293,6 +326,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_size1_stride_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_row14_plan_integrity, setup, teardown),
         cmocka_unit_test(test_rows2_3_mqa_strides),
+        cmocka_unit_test_setup_teardown(test_fuzz_found_caps_and_dtype, setup, teardown),
     };
     return cmocka_run_group_tests_name("hardening", tests, NULL, NULL);
 }

@@ -66,6 +66,12 @@ typedef struct qattn__cache_view {
 qattn__cache_view qattn__cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size);
 
 qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_t n);
+/* What planners assume of device capabilities (they come from a backend or,
+ * in the pure planners, from the caller): subgroup sizes powers of two in
+ * 1..128 with min <= max, a workgroup of at least one widest subgroup and at
+ * most 65536 threads, shared memory <= 1 GiB, 0..2^20 compute units (0 =
+ * unknown), 0..QATTN_MAX_MATRIX_SHAPES matrix shapes. */
+qattn_status qattn__check_caps(const qattn_device_caps *c, char *err, size_t n);
 /* The shape bounds of decode that the planner computes with (every
  * dimension and stride within int32, B x R x Hq x D within int32, the
  * scalars in range), without looking at buffers: run by validation and by

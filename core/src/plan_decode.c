@@ -544,9 +544,10 @@ static qattn_status check_shapes(const qattn_decode_args *a, char *err, size_t n
 static qattn_status plan_tuned(const qattn_device_caps *caps, const qattn_decode_args *args,
                                const qattn_decode_options *options, const decode_tune *tune,
                                qattn_decode_plan *plan, char *err, size_t err_size) {
-    if (!caps) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "caps: NULL");
     if (!plan) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
-    qattn_status s = check_shapes(args, err, err_size);
+    qattn_status s = qattn__check_caps(caps, err, err_size);
+    if (s != QATTN_OK) return s;
+    s = check_shapes(args, err, err_size);
     if (s != QATTN_OK) return s;
     const qattn_decode_variant pin = options ? options->variant : QATTN_DECODE_AUTO;
     if ((int)pin < 0 || pin >= QATTN_DECODE_VARIANT_COUNT)

@@ -383,10 +383,10 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
                                            const qattn_mqa_logits_options *options,
                                            qattn_mqa_logits_plan *plan, char *err,
                                            size_t err_size) {
-    if (!caps) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "caps: NULL");
     if (!args) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
     if (!plan) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
-    qattn_status bounds = qattn__check_mqa_logits_shapes(args, err, err_size);
+    qattn_status bounds = qattn__check_caps(caps, err, err_size);
+    if (bounds == QATTN_OK) bounds = qattn__check_mqa_logits_shapes(args, err, err_size);
     if (bounds != QATTN_OK) return bounds;
     qattn_mqa_logits_options opt = {QATTN_MQA_AUTO, 0, 0};
     if (options) opt = *options;

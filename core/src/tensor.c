@@ -204,6 +204,31 @@ qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t 
     return QATTN_OK;
 }
 
+static int pow2(uint32_t x) { return x && !(x & (x - 1)); }
+
+qattn_status qattn__check_caps(const qattn_device_caps *c, char *err, size_t n) {
+    if (!c) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "caps: NULL");
+    if (!pow2(c->subgroup_size_min) || !pow2(c->subgroup_size_max) || c->subgroup_size_max > 128 ||
+        c->subgroup_size_min > c->subgroup_size_max)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                          "caps.subgroup_size_min/max: %u..%u, want powers of two with min <= max <= 128",
+                          (unsigned)c->subgroup_size_min, (unsigned)c->subgroup_size_max);
+    if (c->max_workgroup_size < c->subgroup_size_max || c->max_workgroup_size > 65536)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                          "caps.max_workgroup_size: %u, want subgroup_size_max (%u) .. 65536",
+                          (unsigned)c->max_workgroup_size, (unsigned)c->subgroup_size_max);
+    if (c->max_shared_bytes > (1u << 30))
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "caps.max_shared_bytes: %u > 1 GiB",
+                          (unsigned)c->max_shared_bytes);
+    if (c->compute_units < 0 || c->compute_units > (1 << 20))
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "caps.compute_units: %d outside 0..2^20",
+                          (int)c->compute_units);
+    if (c->n_matrix_shapes < 0 || c->n_matrix_shapes > QATTN_MAX_MATRIX_SHAPES)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "caps.n_matrix_shapes: %d outside 0..%d",
+                          (int)c->n_matrix_shapes, QATTN_MAX_MATRIX_SHAPES);
+    return QATTN_OK;
+}
+
 qattn__cache_view qattn__cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size) {
     qattn__cache_view v;
     memset(&v, 0, sizeof v);

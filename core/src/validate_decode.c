@@ -124,6 +124,11 @@ qattn_status qattn__check_decode_shapes(const qattn_decode_args *a, char *err, s
                                  "kv_lens", "sinks", "o", "lse"};
     for (int i = 0; i < 8; ++i)
         if (qattn_tensor_present(opt[i])) CHECK(qattn__check_dims(opt[i], names[i], 1, 4, err, n));
+    /* Element sizes divide and multiply in the planner: a known KV dtype. */
+    if (a->k_cache.dtype <= QATTN_DTYPE_INVALID || a->k_cache.dtype >= QATTN_DTYPE_COUNT ||
+        !(KV_DTYPES & QATTN_DT(a->k_cache.dtype)) || a->v_cache.dtype != a->k_cache.dtype)
+        return qattn__err(err, n, QATTN_ERR_DTYPE, "k_cache/v_cache: dtypes %s/%s, want one of bf16, fp8, i8",
+                          qattn_dtype_name(a->k_cache.dtype), qattn_dtype_name(a->v_cache.dtype));
     const int64_t B = a->q.shape[0], R = a->q.shape[1], Hq = a->q.shape[2], D = a->q.shape[3];
     const int64_t Hkv = a->k_cache.shape[a->k_cache.rank - 2];
     if (B < 1 || R < 1 || Hq < 1)
