@@ -204,6 +204,14 @@ static void test_row14_plan_integrity(void **state) {
     s = qattn_decode_run(f->ctx, &p8, &f->a, f->ws, 0);
     expect(s, qattn_last_error(f->ctx), "max_kv_len", "run past the plan's max_kv_len");
     assert_true(qt_buf_all(f->ctx, f->o, QT_POISON));
+    /* The plan records the layout it was made for: a run with another
+     * stride (here on q's size-1 row dimension) is refused. */
+    qattn_decode_args other = f->a;
+    other.q.strides[1] = 0;
+    assert_int_equal(qattn_decode_plan_create(f->ctx, &f->a, NULL, &plan), QATTN_OK);
+    s = qattn_decode_run(f->ctx, &plan, &other, f->ws, 0);
+    expect(s, qattn_last_error(f->ctx), "differs from what the plan was made for", "another layout");
+    assert_true(qt_buf_all(f->ctx, f->o, QT_POISON));
     /* The pure planner's plans are sealed too; a copy runs. */
     qattn_device_caps caps;
     assert_int_equal(qattn_get_caps(f->ctx, &caps), QATTN_OK);
@@ -309,6 +317,17 @@ static void test_rows2_3_mqa_strides(void **state) {
     edited.kv_per_slice = 1 << 30;
     s = qattn_mqa_logits_run(ctx, &edited, &a, NULL, 0);
     expect(s, qattn_last_error(ctx), "changed after planning", "edited mqa plan");
+    assert_true(qt_buf_all(ctx, bl, QT_POISON));
+    /* index64 was planned from these strides: other strides are refused. */
+    qattn_mqa_logits_args wide = a;
+    wide.q.strides[0] = H * MD + 64;
+    wide.q.shape[0] = 1;
+    wide.weights.shape[0] = wide.ks.shape[0] = wide.ke.shape[0] = wide.logits.shape[0] = 1;
+    qattn_mqa_logits_plan one;
+    assert_int_equal(qattn_mqa_logits_plan_create(ctx, &wide, NULL, &one), QATTN_OK);
+    wide.q.strides[0] = H * MD;
+    s = qattn_mqa_logits_run(ctx, &one, &wide, NULL, 0);
+    expect(s, qattn_last_error(ctx), "differs from what the plan was made for", "mqa: another layout");
     assert_true(qt_buf_all(ctx, bl, QT_POISON));
     qattn_mqa_logits_plan copy = plan;
     assert_int_equal(qattn_mqa_logits_run(ctx, &copy, &a, NULL, 0), QATTN_OK);

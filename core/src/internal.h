@@ -87,11 +87,12 @@ qattn_status qattn__validate_mqa_logits(const qattn_mqa_logits_args *a, char *er
  * Planners hand every plan they return through these, so the digest is
  * computed over the final bytes; run refuses a plan whose digest differs
  * (edited after planning, or made by another build of the library). */
-/* Writes p to *out with the fields the run must match (max_kv_len of a)
- * recorded and the digest set. */
+/* Writes p to *out with what the run must match recorded (max_kv_len of
+ * a; the layout of a's tensors) and the digest set. */
 void qattn__seal_decode_plan(qattn_decode_plan *out, const qattn_decode_plan *p,
                              const qattn_decode_args *a);
-void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p);
+void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p,
+                                 const qattn_mqa_logits_args *a);
 
 /* Host address of element 0 of a tensor on the cpu backend. */
 static inline void *qattn__host_ptr(const qattn_tensor *t) {

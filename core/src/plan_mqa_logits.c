@@ -468,7 +468,7 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
                 row_base_wide(&args->logits, s.S_kv) || row_base_wide(&args->k, s.D) ||
                 row_base_wide(&args->ks, 1) || row_base_wide(&args->ke, 1) ||
                 row_base_wide(&args->k_scale, 1);
-    qattn__seal_mqa_logits_plan(plan, &p);
+    qattn__seal_mqa_logits_plan(plan, &p, args);
     return QATTN_OK;
 }
 
@@ -533,6 +533,6 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
         memcpy(p.reason, prior, sizeof prior);
         add_reason(&p, "%s", refused);
     }
-    qattn__seal_mqa_logits_plan(plan, &p); /* the reason may have changed */
+    qattn__seal_mqa_logits_plan(plan, &p, args); /* the reason may have changed */
     return QATTN_OK;
 }

@@ -146,7 +146,7 @@ static void fuzz_mqa(fz *f, const qattn_device_caps *c) {
                 (unsigned)c->max_shared_bytes);
     reason_ok(p.reason);
     qattn_mqa_logits_plan sealed;
-    qattn__seal_mqa_logits_plan(&sealed, &p);
+    qattn__seal_mqa_logits_plan(&sealed, &p, &a);
     if (sealed.integrity != p.integrity) fz_fail("mqa plan not sealed");
 }
 

@@ -312,6 +312,10 @@ typedef struct qattn_decode_plan {
     /** Why the variant is not the preferred one, or "" (e.g.
      *  "packed_fp8 gate: k_cache row stride 136 B not 16-byte aligned"). */
     char reason[QATTN_REASON_BYTES];
+    /** A digest of the layout the planner saw (dtypes, shapes, strides and
+     *  16-byte alignment of every tensor but the page table, page_size);
+     *  run refuses args of another layout. */
+    uint64_t args_layout;
     /** A digest of every byte above, set when the plan is made; keep it
      *  last. Run refuses a plan whose digest does not match. */
     uint64_t integrity;
@@ -414,6 +418,10 @@ typedef struct qattn_mqa_logits_plan {
      *  variants), so backends run exactly what was planned. */
     qattn_matrix_shape matrix_shape;
     char reason[QATTN_REASON_BYTES];
+    /** A digest of the layout the planner saw (dtypes, shapes, strides and
+     *  16-byte alignment of every tensor; index64 depends on the strides);
+     *  run refuses args of another layout. */
+    uint64_t args_layout;
     /** A digest of every byte above, set when the plan is made; keep it
      *  last. Run refuses a plan whose digest does not match. */
     uint64_t integrity;
