@@ -28,7 +28,7 @@ run_one() {
   local h=$1
   mkdir -p "$out/corpus/$h"
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "build/fuzz/tests/$h" -max_total_time="$secs" -timeout=60 -rss_limit_mb=4096 \
+    "build/fuzz/tests/$h" -max_total_time="$secs" -timeout=120 -rss_limit_mb=4096 \
     -print_final_stats=1 -artifact_prefix="$out/artifacts/$h-" \
     "$out/corpus/$h" "tests/fuzz/corpus/$h" >"$out/logs/$h.log" 2>&1
 }

@@ -227,6 +227,11 @@ static qattn_status run_decode(qattn_context *ctx, call *c, qattn_decode_args *a
     qattn_status st = qattn_decode_plan_create(ctx, a, o, &p);
     fz_check_status(st, qattn_last_error(ctx), "decode_plan_create");
     if (st != QATTN_OK) return st;
+    if (getenv("QATTN_FUZZ_VERBOSE"))
+        fprintf(stderr, "decode B=%d R=%d Hq=%d Hkv=%d D=%d %s P=%d max_kv_len=%d: %s, %d splits of %d, "
+                "reason %s\n", (int)p.batch, (int)p.rows, (int)p.q_heads, (int)p.kv_heads, (int)p.head_dim,
+                qattn_dtype_name(p.kv_dtype), (int)a->page_size, (int)a->max_kv_len,
+                qattn_decode_variant_name(p.variant), (int)p.num_splits, (int)p.keys_per_split, p.reason);
     qattn_buffer *ws = NULL;
     if (p.workspace_bytes && qattn_buffer_alloc(ctx, p.workspace_bytes, &ws) != QATTN_OK)
         fz_fail("workspace alloc: %s", qattn_last_error(ctx));
