@@ -1,6 +1,7 @@
 /* Device buffers (device-local storage buffers reached by device address)
  * and host transfers through a staging buffer. Transfers complete before the
  * call returns. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,17 @@ static qattn_status make_buffer(qattn_vk *vk, uint64_t bytes, VkBufferUsageFlags
     return QATTN_OK;
 }
 
+/* A failed call consumes the validation messages it caused: they become
+ * part of its own failure text instead of failing the next call. */
+static qattn_status fail_drained(qattn_vk *vk, qattn_status s) {
+    if (vk->n_messages == 0) return s;
+    size_t used = strlen(vk->message);
+    snprintf(vk->message + used, sizeof vk->message - used, "; validation: %s", vk->messages);
+    vk->n_messages = 0;
+    vk->messages[0] = '\0';
+    return s;
+}
+
 static VkDeviceAddress address_of(qattn_vk *vk, VkBuffer b) {
     VkBufferDeviceAddressInfo info = {VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
     info.buffer = b;
@@ -69,12 +81,15 @@ static VkDeviceAddress address_of(qattn_vk *vk, VkBuffer b) {
 qattn_status qattn_vk_buffer_alloc(void *be, uint64_t bytes, void **handle) {
     qattn_vk *vk = (qattn_vk *)be;
     *handle = NULL;
+    /* Messages of an earlier call are not this one's to report or ignore. */
+    qattn_status s = qattn_vk_check_messages(vk, "before qattn_buffer_alloc");
+    if (s != QATTN_OK) return s;
     qattn_vk_buffer *b = calloc(1, sizeof *b);
     if (!b) return qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
-    qattn_status s = make_buffer(vk, bytes, DEVICE_USAGE, vk->mem_device, 1, &b->buffer, &b->memory);
+    s = make_buffer(vk, bytes, DEVICE_USAGE, vk->mem_device, 1, &b->buffer, &b->memory);
     if (s != QATTN_OK) {
         free(b);
-        return s;
+        return fail_drained(vk, s);
     }
     b->bytes = bytes;
     b->address = address_of(vk, b->buffer);
@@ -86,13 +101,49 @@ qattn_status qattn_vk_buffer_alloc(void *be, uint64_t bytes, void **handle) {
     return QATTN_OK;
 }
 
+/* VkBufferUsageFlags a wrapped buffer needs, with their names. */
+static const struct {
+    VkBufferUsageFlags bit;
+    const char *name;
+} WRAP_USAGE[] = {
+    {VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT, "SHADER_DEVICE_ADDRESS"},
+    {VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, "STORAGE_BUFFER"},
+    {VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "TRANSFER_SRC"},
+    {VK_BUFFER_USAGE_TRANSFER_DST_BIT, "TRANSFER_DST"},
+};
+
 qattn_status qattn_vk_buffer_wrap(void *be, void *native, uint64_t bytes, void **handle) {
     qattn_vk *vk = (qattn_vk *)be;
     *handle = NULL;
-    if (!native) return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "native: NULL (want a VkBuffer *)");
-    VkBuffer vb = *(const VkBuffer *)native;
+    const qattn_vk_native_buffer *nb = (const qattn_vk_native_buffer *)native;
+    if (!nb)
+        return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "native: NULL (want a qattn_vk_native_buffer *)");
+    if (!nb->buffer) return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "native.buffer: NULL");
+    VkBuffer vb = *(const VkBuffer *)nb->buffer;
     if (vb == VK_NULL_HANDLE)
-        return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "native: points to VK_NULL_HANDLE");
+        return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "native.buffer: points to VK_NULL_HANDLE");
+    for (size_t i = 0; i < sizeof WRAP_USAGE / sizeof WRAP_USAGE[0]; ++i)
+        if (!(nb->usage & WRAP_USAGE[i].bit))
+            return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                 "native.usage: 0x%x lacks VK_BUFFER_USAGE_%s_BIT (kernels reach "
+                                 "buffers by device address; transfers copy into them)",
+                                 (unsigned)nb->usage, WRAP_USAGE[i].name);
+    if (bytes > nb->size)
+        return qattn_vk_fail(vk, QATTN_ERR_OUT_OF_BOUNDS,
+                             "bytes: %llu exceed the VkBuffer's %llu-byte size (native.size)",
+                             (unsigned long long)bytes, (unsigned long long)nb->size);
+    qattn_status s = qattn_vk_check_messages(vk, "before qattn_buffer_wrap");
+    if (s != QATTN_OK) return s;
+    /* The memory a buffer needs is at least its size: a size larger than
+     * that is not the one it was created with. */
+    VkMemoryRequirements req;
+    vk->vkd.vkGetBufferMemoryRequirements(vk->device, vb, &req);
+    if (nb->size > req.size)
+        return fail_drained(vk, qattn_vk_fail(vk, QATTN_ERR_OUT_OF_BOUNDS,
+                                              "native.size: %llu bytes, but the VkBuffer needs only "
+                                              "%llu bytes of memory: not the size it was created with",
+                                              (unsigned long long)nb->size,
+                                              (unsigned long long)req.size));
     qattn_vk_buffer *b = calloc(1, sizeof *b);
     if (!b) return qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
     b->buffer = vb;
@@ -101,11 +152,13 @@ qattn_status qattn_vk_buffer_wrap(void *be, void *native, uint64_t bytes, void *
     b->address = address_of(vk, vb);
     if (b->address == 0) {
         free(b);
-        return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
-                             "native: the VkBuffer has no device address (create it with "
-                             "VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT)");
+        return fail_drained(vk, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                                              "native: the VkBuffer has no device address (create it "
+                                              "with VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT and "
+                                              "bind memory allocated with "
+                                              "VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT)"));
     }
-    qattn_status s = qattn_vk_check_messages(vk, "qattn_buffer_wrap");
+    s = qattn_vk_check_messages(vk, "qattn_buffer_wrap");
     if (s != QATTN_OK) {
         free(b);
         return s;
@@ -198,9 +251,18 @@ static qattn_status transfer(qattn_vk *vk, qattn_vk_buffer *buf, uint64_t offset
                              uint64_t bytes, int to_device, const char *what) {
     if (vk->recording) return qattn_vk_fail(vk, QATTN_ERR_DEVICE, "%s: an op is being recorded", what);
     if (bytes == 0) return QATTN_OK;
-    uint64_t chunk = bytes < STAGING_MAX ? bytes : STAGING_MAX;
-    qattn_status s = ensure_staging(vk, chunk);
+    /* The range must lie in the buffer (the core checked it against the
+     * size the buffer was made with; this holds for wrapped ones too). */
+    if (offset > buf->bytes || bytes > buf->bytes - offset)
+        return qattn_vk_fail(vk, QATTN_ERR_OUT_OF_BOUNDS, "%s: [%llu, +%llu) outside a %llu-byte buffer",
+                             what, (unsigned long long)offset, (unsigned long long)bytes,
+                             (unsigned long long)buf->bytes);
+    /* Fail before writing anything on messages an earlier call left. */
+    qattn_status s = qattn_vk_check_messages(vk, "before the transfer");
     if (s != QATTN_OK) return s;
+    uint64_t chunk = bytes < STAGING_MAX ? bytes : STAGING_MAX;
+    s = ensure_staging(vk, chunk);
+    if (s != QATTN_OK) return fail_drained(vk, s);
     for (uint64_t done = 0; done < bytes; done += chunk) {
         uint64_t n = bytes - done < chunk ? bytes - done : chunk;
         if (to_device) memcpy(vk->staging_map, (const char *)host + done, (size_t)n);

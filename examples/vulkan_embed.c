@@ -41,6 +41,12 @@ enum { HQ = 8, HKV = 2, D = 128, PAGE = 16, PAGES = 4, SLOTS = PAGE * PAGES, LEN
 #define DIE(...) do { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 
 /* ---- the engine's side: plain Vulkan ----------------------------------- */
+/* What qattn_buffer_wrap requires of a VkBuffer: storage + device address
+ * for the kernels, transfer source/destination for uploads and downloads. */
+#define WRAP_USAGE                                                                         \
+    (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |      \
+     VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+
 static VkInstance instance;
 static VkPhysicalDevice phys;
 static VkDevice device;
@@ -61,9 +67,7 @@ static engine_buffer make_buffer(VkDeviceSize size) {
     b.size = size;
     VkBufferCreateInfo bci = {VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bci.size = size;
-    /* What qattn needs: storage + device address (transfer bits only for
-     * qattn_buffer_upload/download, which this example does not use). */
-    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+    bci.usage = WRAP_USAGE;
     if (vkCreateBuffer(device, &bci, NULL, &b.buffer) != VK_SUCCESS) DIE("vkCreateBuffer");
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(device, b.buffer, &req);
@@ -166,7 +170,8 @@ int main(void) {
     qattn_buffer *qb[NBUF];
     for (int i = 0; i < NBUF; ++i) {
         eb[i] = make_buffer(size[i]);
-        if (qattn_buffer_wrap(ctx, &eb[i].buffer, size[i], &qb[i]) != QATTN_OK)
+        const qattn_vk_native_buffer nb = {&eb[i].buffer, size[i], (uint32_t)WRAP_USAGE, 0};
+        if (qattn_buffer_wrap(ctx, (void *)&nb, size[i], &qb[i]) != QATTN_OK)
             DIE("wrap: %s", qattn_last_error(ctx));
     }
     unsigned rng = 12345u;
@@ -225,7 +230,8 @@ int main(void) {
     qattn_buffer *qws = NULL;
     if (plan.workspace_bytes) { /* split-KV partials */
         ws = make_buffer(plan.workspace_bytes);
-        if (qattn_buffer_wrap(ctx, &ws.buffer, plan.workspace_bytes, &qws) != QATTN_OK)
+        const qattn_vk_native_buffer nb = {&ws.buffer, plan.workspace_bytes, (uint32_t)WRAP_USAGE, 0};
+        if (qattn_buffer_wrap(ctx, (void *)&nb, plan.workspace_bytes, &qws) != QATTN_OK)
             DIE("wrap ws: %s", qattn_last_error(ctx));
     }
     /* Compile the pipelines now, not in the middle of the first step. */

@@ -19,8 +19,8 @@ grep -E '^-- qattn' build/test.configure.log || true
 cmake --build build/test -j "$jobs"
 
 echo "== tests"
-labels_excluded='full'
-[ $full = 1 ] && labels_excluded='^$'
+labels_excluded='full|pending'
+[ $full = 1 ] && labels_excluded='pending'
 ctest --test-dir build/test --output-on-failure -j "$jobs" -LE "$labels_excluded"
 
 echo "== core and cpu-backend tests under -fsanitize=address,undefined"
@@ -31,3 +31,14 @@ cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" -L 'core|ref' -LE 'full|consumer'
+
+# libFuzzer harnesses (tests/fuzz/): each runs QATTN_FUZZ_SECONDS (default 60)
+# from the seed corpus; four harnesses on 2 cores take about 2-3 minutes plus
+# the build. scripts/fuzz-long.sh runs them longer.
+echo "== fuzz smoke (libFuzzer + ASan/UBSan, ${QATTN_FUZZ_SECONDS:-60} s per harness)"
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_C_COMPILER="${QATTN_FUZZ_CC:-clang-19}" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQATTN_FUZZ=ON -DQATTN_HIP=OFF -DQATTN_BUILD_BENCH=OFF \
+  -DQATTN_FUZZ_SECONDS="${QATTN_FUZZ_SECONDS:-60}" >build/fuzz.configure.log 2>&1 \
+  || { cat build/fuzz.configure.log; exit 1; }
+cmake --build build/fuzz -j "$jobs" --target qattn_fuzzers
+ctest --test-dir build/fuzz --output-on-failure -j "$jobs" -L fuzz

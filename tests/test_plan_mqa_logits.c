@@ -444,9 +444,12 @@ static void test_bad_options(void **state) {
     assert_int_equal(plan_for(&c, (mqa_shape){64, 64, 64, 96}, QATTN_MQA_AUTO, 0, 0, &p, err,
                               sizeof err),
                      QATTN_ERR_SHAPE);
-    /* S_kv one short of INT32_MAX: its last tile would end past int32. */
-    assert_int_equal(plan_for(&c, (mqa_shape){1, INT32_MAX - 1, 16, 64}, QATTN_MQA_AUTO, 0, 0, &p,
-                              err, sizeof err),
+    /* S_kv one short of INT32_MAX: its last tile would end past int32
+     * (logits' row stride left at S_kv: one rounded up would pass int32). */
+    qattn_mqa_logits_args big = make_args((mqa_shape){1, INT32_MAX - 1, 16, 64}, QATTN_FP8_E4M3FN,
+                                          QATTN_FP8_E4M3FN);
+    big.logits.strides[0] = INT32_MAX - 1;
+    assert_int_equal(qattn_mqa_logits_plan_compute(&c, &big, NULL, &p, err, sizeof err),
                      QATTN_ERR_OVERFLOW);
     assert_non_null(strstr(err, "S_kv"));
     assert_int_equal(qattn_mqa_logits_plan_compute(NULL, NULL, NULL, &p, err, sizeof err),

@@ -231,9 +231,19 @@ static void test_decode_baseline_and_plan_rules(void **state) {
     wrong.batch = B + 1;
     assert_int_equal(qattn_decode_run(f->ctx, &wrong, &f->a, f->ws, 0), QATTN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(qattn_last_error(f->ctx), "plan"));
-    /* A plan over this device's shared memory is refused. */
+    /* A plan edited after planning is refused before any field is used. */
     wrong = plan;
     wrong.shared_bytes = 1u << 30;
+    assert_int_equal(qattn_decode_run(f->ctx, &wrong, &f->a, f->ws, 0), QATTN_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(qattn_last_error(f->ctx), "changed after planning"));
+    /* A plan made for a device with more shared memory is refused. */
+    qattn_device_caps big;
+    assert_int_equal(qattn_get_caps(f->ctx, &big), QATTN_OK);
+    const uint32_t mine = big.max_shared_bytes;
+    big.max_shared_bytes = 1u << 30;
+    qattn_decode_options one = {.variant = QATTN_DECODE_AUTO, .num_splits = 1};
+    assert_int_equal(qattn_decode_plan_compute(&big, &f->a, &one, &wrong, NULL, 0), QATTN_OK);
+    assert_true(wrong.shared_bytes > mine);
     assert_int_equal(qattn_decode_run(f->ctx, &wrong, &f->a, f->ws, 0), QATTN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(qattn_last_error(f->ctx), "shared_bytes"));
     /* Missing, short or misaligned workspace. */

@@ -51,7 +51,13 @@ static int wrap_all(qt_vk *v, qattn_context *ctx, const qt_step *s, uint64_t ws_
         if (!qt_vk_buf_make(v, total, &w->vb[i])) return 0;
         memset(w->vb[i].map, GUARD_BYTE, total);
         if (i < QS_COUNT) memcpy((char *)w->vb[i].map + GUARD, s->host[i], n);
-        qattn_status st = qattn_buffer_wrap(ctx, &w->vb[i].buffer, total, &w->qb[i]);
+        const qattn_vk_native_buffer nb = {&w->vb[i].buffer, total,
+                                           (uint32_t)(VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                                      VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
+                                                      VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT),
+                                           0};
+        qattn_status st = qattn_buffer_wrap(ctx, (void *)&nb, total, &w->qb[i]);
         if (st != QATTN_OK) {
             fprintf(stderr, "wrap %d: %s\n", i, qattn_last_error(ctx));
             return 0;

@@ -53,6 +53,12 @@ qattn_status qattn__check_tensor_bcast(const qattn_tensor *t, const char *name, 
  * int64 overflow. */
 qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64_t *end_excl);
 int qattn__tensor_is_contiguous(const qattn_tensor *t);
+/* The bounds every size a planner or kernel computes with relies on, for a
+ * descriptor that may have no buffer (the pure planners): rank in
+ * rank_lo..rank_hi, every shape and stride in 0..INT32_MAX, the byte extent
+ * within uint64. Names the argument on failure. */
+qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t rank_lo,
+                               int32_t rank_hi, char *err, size_t n);
 int qattn__is_fp8(qattn_dtype t);
 
 /* How kernels address a K/V cache or its scales: qattn_cache_view
@@ -83,8 +89,33 @@ static inline int64_t qattn__cache_offset(const qattn__cache_view *v, int64_t sl
 }
 
 qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_t n);
+/* What planners assume of device capabilities (they come from a backend or,
+ * in the pure planners, from the caller): subgroup sizes powers of two in
+ * 1..128 with min <= max, a workgroup of at least one widest subgroup and at
+ * most 65536 threads, shared memory <= 1 GiB, 0..2^20 compute units (0 =
+ * unknown), 0..QATTN_MAX_MATRIX_SHAPES matrix shapes. */
+qattn_status qattn__check_caps(const qattn_device_caps *c, char *err, size_t n);
+/* The shape bounds of decode that the planner computes with (every
+ * dimension and stride within int32, B x R x Hq x D within int32, the
+ * scalars in range), without looking at buffers: run by validation and by
+ * the pure planner qattn_decode_plan_compute, which fuzzers call directly. */
+qattn_status qattn__check_decode_shapes(const qattn_decode_args *a, char *err, size_t n);
+/* The same for MQA logits (qattn_mqa_logits_plan_compute). */
+qattn_status qattn__check_mqa_logits_shapes(const qattn_mqa_logits_args *a, char *err, size_t n);
 qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n);
 qattn_status qattn__validate_mqa_logits(const qattn_mqa_logits_args *a, char *err, size_t n);
+
+/* ---- plan integrity (core/src/ops.c) ----
+ * A plan's last member `integrity` is a digest of all its bytes before it.
+ * Planners hand every plan they return through these, so the digest is
+ * computed over the final bytes; run refuses a plan whose digest differs
+ * (edited after planning, or made by another build of the library). */
+/* Writes p to *out with what the run must match recorded (max_kv_len of
+ * a; the layout of a's tensors) and the digest set. */
+void qattn__seal_decode_plan(qattn_decode_plan *out, const qattn_decode_plan *p,
+                             const qattn_decode_args *a);
+void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p,
+                                 const qattn_mqa_logits_args *a);
 
 /* Host address of element 0 of a tensor on the cpu backend. */
 static inline void *qattn__host_ptr(const qattn_tensor *t) {

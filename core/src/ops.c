@@ -3,10 +3,101 @@
  * indices, then hand over to the backend. Nothing is launched or written
  * unless every check passes. Planners live in plan_*.c. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* ---- plan integrity --------------------------------------------------------
+ * FNV-1a over the bytes, seeded with the plan type's tag and size (so a plan
+ * of another layout or op never matches), then a 64-bit finalizer so that
+ * nearby plans get unrelated digests. This catches plans edited or
+ * corrupted after planning; it is not a defence against a caller forging
+ * one on purpose. */
+static uint64_t digest(uint64_t tag, const void *bytes, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull ^ tag ^ ((uint64_t)n << 32);
+    const unsigned char *b = bytes;
+    for (size_t i = 0; i < n; ++i) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+#define DECODE_TAG 0x71617474656e6431ull /* "qattend1" */
+#define MQA_TAG 0x716174746d716131ull    /* "qattmqa1" */
+
+static uint64_t decode_digest(const qattn_decode_plan *p) {
+    return digest(DECODE_TAG, p, offsetof(qattn_decode_plan, integrity));
+}
+
+static uint64_t mqa_digest(const qattn_mqa_logits_plan *p) {
+    return digest(MQA_TAG, p, offsetof(qattn_mqa_logits_plan, integrity));
+}
+
+/* The digest covers every byte before it only if it is the last member. */
+_Static_assert(offsetof(qattn_decode_plan, integrity) + sizeof(uint64_t) == sizeof(qattn_decode_plan),
+               "qattn_decode_plan.integrity must be the last member");
+_Static_assert(offsetof(qattn_mqa_logits_plan, integrity) + sizeof(uint64_t) ==
+                   sizeof(qattn_mqa_logits_plan),
+               "qattn_mqa_logits_plan.integrity must be the last member");
+
+/* Folds what a planner may read of a tensor into h: whether it is there,
+ * dtype, rank, shape, strides and the offset's alignment (not the buffer
+ * or the offset itself: a plan is made once per shape and layout and runs
+ * on any buffers of that layout). */
+static uint64_t fold_tensor(uint64_t h, const qattn_tensor *t) {
+    int64_t w[3 + 2 * QATTN_MAX_RANK];
+    memset(w, 0, sizeof w);
+    w[0] = t->buffer != NULL;
+    w[1] = t->dtype;
+    w[2] = t->rank;
+    for (int32_t i = 0; i < t->rank && i < QATTN_MAX_RANK; ++i) {
+        w[3 + i] = t->shape[i];
+        w[3 + QATTN_MAX_RANK + i] = t->strides[i];
+    }
+    w[1] |= (int64_t)(t->offset % 16u) << 32;
+    return digest(h, w, sizeof w);
+}
+
+static uint64_t decode_layout(const qattn_decode_args *a) {
+    /* Not the page table (kv_indptr, kv_indices, kv_lens): its length
+     * changes every step while the plan stays valid. */
+    const qattn_tensor *ts[] = {&a->q, &a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale,
+                                &a->sinks, &a->o, &a->lse};
+    uint64_t h = DECODE_TAG ^ (uint64_t)(uint32_t)a->page_size;
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) h = fold_tensor(h, ts[i]);
+    return h;
+}
+
+static uint64_t mqa_layout(const qattn_mqa_logits_args *a) {
+    const qattn_tensor *ts[] = {&a->q, &a->k, &a->k_scale, &a->weights, &a->ks, &a->ke, &a->logits};
+    uint64_t h = MQA_TAG;
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) h = fold_tensor(h, ts[i]);
+    return h;
+}
+
+void qattn__seal_decode_plan(qattn_decode_plan *out, const qattn_decode_plan *p,
+                             const qattn_decode_args *a) {
+    /* memmove, not assignment: every byte the digest covers is copied. */
+    memmove(out, p, sizeof *out);
+    out->max_kv_len = a->max_kv_len;
+    out->args_layout = decode_layout(a);
+    out->integrity = decode_digest(out);
+}
+
+void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p,
+                                 const qattn_mqa_logits_args *a) {
+    memmove(out, p, sizeof *out);
+    out->args_layout = mqa_layout(a);
+    out->integrity = mqa_digest(out);
+}
 
 /* QATTN_CHECK_INDICES=1: verify every slot/page index on the host before
  * launching. Off by default because it downloads the index tensors. */
@@ -159,6 +250,11 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
     const char *const names[] = {"q", "k_cache", "v_cache", "k_scale", "v_scale", "kv_indptr",
                                  "kv_indices", "kv_lens", "sinks", "o", "lse"};
     if ((s = check_owner(ctx, ts, names, 11)) != QATTN_OK) return s;
+    /* Before any field of the plan is trusted. */
+    if (plan->integrity != decode_digest(plan))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "plan: its bytes changed after planning (integrity digest differs); "
+                           "make plans only with qattn_decode_plan_create or _compute");
     if (plan->batch != args->q.shape[0] || plan->rows != args->q.shape[1] ||
         plan->q_heads != args->q.shape[2] || plan->head_dim != args->q.shape[3] ||
         plan->kv_heads != qattn__cache_heads(&args->k_cache) ||
@@ -168,6 +264,16 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                            "plan: made for B=%d R=%d Hq=%d Hkv=%d D=%d %s, args differ",
                            (int)plan->batch, (int)plan->rows, (int)plan->q_heads, (int)plan->kv_heads,
                            (int)plan->head_dim, qattn_dtype_name(plan->kv_dtype));
+    if (plan->args_layout != decode_layout(args))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "args: a dtype, stride, shape or 16-byte alignment of q, the caches, "
+                           "scales, sinks, o or lse (or page_size) differs from what the plan was "
+                           "made for; plan again");
+    if (args->max_kv_len > plan->max_kv_len)
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "max_kv_len: %d exceeds the %d the plan was made for (its splits cover "
+                           "only that many keys)",
+                           (int)args->max_kv_len, (int)plan->max_kv_len);
     if (plan->num_splits < 1 || plan->num_splits > QATTN_MAX_SPLITS)
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: num_splits %d outside 1..%d",
                            (int)plan->num_splits, QATTN_MAX_SPLITS);
@@ -215,6 +321,11 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
                                args->logits};
     const char *const names[] = {"q", "k", "k_scale", "weights", "ks", "ke", "logits"};
     if ((s = check_owner(ctx, ts, names, 7)) != QATTN_OK) return s;
+    /* Before any field of the plan is trusted. */
+    if (plan->integrity != mqa_digest(plan))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "plan: its bytes changed after planning (integrity digest differs); "
+                           "make plans only with qattn_mqa_logits_plan_create or _compute");
     if (plan->rows != args->q.shape[0] || plan->heads != args->q.shape[1] ||
         plan->head_dim != args->q.shape[2] || plan->kv_len != args->k.shape[0] ||
         plan->q_dtype != args->q.dtype || plan->k_dtype != args->k.dtype)
@@ -222,6 +333,11 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
                            "plan: made for S=%d S_kv=%d H=%d D=%d q %s k %s, args differ",
                            (int)plan->rows, (int)plan->kv_len, (int)plan->heads, (int)plan->head_dim,
                            qattn_dtype_name(plan->q_dtype), qattn_dtype_name(plan->k_dtype));
+    if (plan->args_layout != mqa_layout(args))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "args: a dtype, stride, shape or 16-byte alignment of a tensor differs "
+                           "from what the plan was made for (the kernels' index width depends on "
+                           "the strides); plan again");
     qattn_workspace ws;
     s = check_plan_launch(ctx, QATTN_OP_MQA_LOGITS, "mqa_logits", plan,
                           qattn_mqa_variant_name(plan->variant), plan->shared_bytes,

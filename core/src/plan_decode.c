@@ -158,6 +158,9 @@ static int matrix_gate(const qattn_device_caps *caps, const qattn_decode_args *a
 
 static qattn_status check_shapes(const qattn_decode_args *a, char *err, size_t n) {
     if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
+    /* Every size below fits its type before anything is computed from it. */
+    const qattn_status bounds = qattn__check_decode_shapes(a, err, n);
+    if (bounds != QATTN_OK) return bounds;
     if (a->q.rank != 4 || (a->k_cache.rank != 3 && a->k_cache.rank != 4) ||
         a->v_cache.rank != a->k_cache.rank)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "q must be rank 4 and the caches rank 3 or 4");
@@ -201,9 +204,10 @@ static int32_t load_bytes(const qattn_decode_args *a) {
 qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qattn_decode_args *args,
                                        const qattn_decode_options *options, qattn_decode_plan *plan,
                                        char *err, size_t err_size) {
-    if (!caps) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "caps: NULL");
     if (!plan) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
-    qattn_status s = check_shapes(args, err, err_size);
+    qattn_status s = qattn__check_caps(caps, err, err_size);
+    if (s != QATTN_OK) return s;
+    s = check_shapes(args, err, err_size);
     if (s != QATTN_OK) return s;
     const qattn_decode_variant pin = options ? options->variant : QATTN_DECODE_AUTO;
     if ((int)pin < 0 || pin >= QATTN_DECODE_VARIANT_COUNT)
@@ -255,6 +259,7 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
     p.load_bytes = load_bytes(args);
     if (p.load_bytes < 16) note(&p, "K/V rows allow %d-byte loads", (int)p.load_bytes);
     p.q_heads_per_workgroup = (int32_t)qh;
+    p.head_blocks = (int32_t)(G / qh);
     if (p.variant == QATTN_DECODE_MATRIX) {
         p.matrix_shape = *shape;
         p.row_slots = shape->n;
@@ -320,7 +325,7 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
     p.partial_o_offset = 0;
     p.partial_ml_offset = (o_elems * 4u + 255u) / 256u * 256u;
     p.workspace_bytes = p.partial_ml_offset + slots * (uint64_t)splits * 8u;
-    *plan = p;
+    qattn__seal_decode_plan(plan, &p, args);
     return QATTN_OK;
 }
 

@@ -404,9 +404,11 @@ static int row_base_wide(const qattn_tensor *t, int64_t row_extent) {
 static qattn_status plan_compute(const qattn_device_caps *caps, const qattn_mqa_logits_args *args,
                                  const qattn_mqa_logits_options *options, const cm_pin *pin,
                                  qattn_mqa_logits_plan *plan, char *err, size_t err_size) {
-    if (!caps) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "caps: NULL");
     if (!args) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
     if (!plan) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    qattn_status bounds = qattn__check_caps(caps, err, err_size);
+    if (bounds == QATTN_OK) bounds = qattn__check_mqa_logits_shapes(args, err, err_size);
+    if (bounds != QATTN_OK) return bounds;
     qattn_mqa_logits_options opt = {QATTN_MQA_AUTO, 0, 0};
     if (options) opt = *options;
     if ((int)opt.variant < QATTN_MQA_AUTO || opt.variant >= QATTN_MQA_VARIANT_COUNT)
@@ -487,7 +489,7 @@ static qattn_status plan_compute(const qattn_device_caps *caps, const qattn_mqa_
                 row_base_wide(&args->logits, s.S_kv) || row_base_wide(&args->k, s.D) ||
                 row_base_wide(&args->ks, 1) || row_base_wide(&args->ke, 1) ||
                 row_base_wide(&args->k_scale, 1);
-    *plan = p;
+    qattn__seal_mqa_logits_plan(plan, &p, args);
     return QATTN_OK;
 }
 
@@ -575,6 +577,6 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
         memcpy(p.reason, prior, sizeof prior);
         add_reason(&p, "%s", refused);
     }
-    *plan = p;
+    qattn__seal_mqa_logits_plan(plan, &p, args); /* the reason may have changed */
     return QATTN_OK;
 }

@@ -50,11 +50,14 @@ qattn_tensor qattn_tensor_contiguous(qattn_buffer *buffer, uint64_t offset, qatt
         return t;
     }
     t.rank = rank;
+    /* Saturates instead of overflowing: a shape too large for int64 strides
+     * gets INT64_MAX strides, which validation then names (over int32). */
     int64_t stride = 1;
     for (int32_t i = rank - 1; i >= 0; --i) {
         t.shape[i] = shape[i];
         t.strides[i] = stride;
-        stride *= shape[i] > 0 ? shape[i] : 1;
+        const int64_t dim = shape[i] > 0 ? shape[i] : 1;
+        stride = stride > INT64_MAX / dim ? INT64_MAX : stride * dim;
     }
     return t;
 }
@@ -146,6 +149,13 @@ static qattn_status check_tensor(const qattn_tensor *t, const char *name, uint32
         if (t->strides[i] < 0)
             return qattn__err(err, n, QATTN_ERR_STRIDE, "%s: stride[%d] = %" PRId64 " is negative",
                               name, (int)i, t->strides[i]);
+        /* Also on a dimension of size 1, where it addresses nothing:
+         * planners and kernels multiply every stride by tile sizes and
+         * indices in int32/int64 and must not overflow doing so. */
+        if (t->strides[i] > INT32_MAX)
+            return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                              "%s: stride[%d] = %" PRId64 " exceeds int32 (kernels index with int32)",
+                              name, (int)i, t->strides[i]);
     }
     if (t->strides[rank - 1] != 1 && !(last_may_broadcast && t->strides[rank - 1] == 0))
         return qattn__err(err, n, QATTN_ERR_STRIDE,
@@ -170,6 +180,52 @@ static qattn_status check_tensor(const qattn_tensor *t, const char *name, uint32
         return qattn__err(err, n, QATTN_ERR_OUT_OF_BOUNDS,
                           "%s: reaches byte %" PRIu64 " of a %" PRIu64 "-byte buffer", name, end,
                           t->buffer->bytes);
+    return QATTN_OK;
+}
+
+qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t rank_lo,
+                               int32_t rank_hi, char *err, size_t n) {
+    if (t->rank < rank_lo || t->rank > rank_hi)
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: rank %d outside %d..%d", name, (int)t->rank,
+                          (int)rank_lo, (int)rank_hi);
+    for (int32_t i = 0; i < t->rank; ++i) {
+        if (t->shape[i] < 0 || t->shape[i] > INT32_MAX)
+            return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                              "%s: shape[%d] = %" PRId64 " outside 0..int32 (kernels index with int32)",
+                              name, (int)i, t->shape[i]);
+        if (t->strides[i] < 0 || t->strides[i] > INT32_MAX)
+            return qattn__err(err, n, QATTN_ERR_STRIDE,
+                              "%s: stride[%d] = %" PRId64 " outside 0..int32 (kernels index with int32)",
+                              name, (int)i, t->strides[i]);
+    }
+    uint64_t first, end;
+    if (qattn__tensor_extent(t, &first, &end) != QATTN_OK)
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW, "%s: byte extent overflows", name);
+    return QATTN_OK;
+}
+
+static int pow2(uint32_t x) { return x && !(x & (x - 1)); }
+
+qattn_status qattn__check_caps(const qattn_device_caps *c, char *err, size_t n) {
+    if (!c) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "caps: NULL");
+    if (!pow2(c->subgroup_size_min) || !pow2(c->subgroup_size_max) || c->subgroup_size_max > 128 ||
+        c->subgroup_size_min > c->subgroup_size_max)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                          "caps.subgroup_size_min/max: %u..%u, want powers of two with min <= max <= 128",
+                          (unsigned)c->subgroup_size_min, (unsigned)c->subgroup_size_max);
+    if (c->max_workgroup_size < c->subgroup_size_max || c->max_workgroup_size > 65536)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                          "caps.max_workgroup_size: %u, want subgroup_size_max (%u) .. 65536",
+                          (unsigned)c->max_workgroup_size, (unsigned)c->subgroup_size_max);
+    if (c->max_shared_bytes > (1u << 30))
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "caps.max_shared_bytes: %u > 1 GiB",
+                          (unsigned)c->max_shared_bytes);
+    if (c->compute_units < 0 || c->compute_units > (1 << 20))
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "caps.compute_units: %d outside 0..2^20",
+                          (int)c->compute_units);
+    if (c->n_matrix_shapes < 0 || c->n_matrix_shapes > QATTN_MAX_MATRIX_SHAPES)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "caps.n_matrix_shapes: %d outside 0..%d",
+                          (int)c->n_matrix_shapes, QATTN_MAX_MATRIX_SHAPES);
     return QATTN_OK;
 }
 

@@ -177,6 +177,53 @@ qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_
     if (!isfinite(a->logit_softcap) || a->logit_softcap < 0.0f)
         return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
                           "logit_softcap: must be finite and >= 0 (0 = off)");
+    /* Per-tensor spans are within int32 here, but broadcast operands
+     * (stride 0) keep a small span over a huge logical shape. */
+    return qattn__check_decode_shapes(a, err, n);
+}
+
+qattn_status qattn__check_decode_shapes(const qattn_decode_args *a, char *err, size_t n) {
+    if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
+    CHECK(qattn__check_dims(&a->q, "q", 4, 4, err, n));
+    /* A cache is [N_slots, Hkv, D] or paged [N_pages, P, Hkv, D]. */
+    CHECK(qattn__check_dims(&a->k_cache, "k_cache", 3, 4, err, n));
+    CHECK(qattn__check_dims(&a->v_cache, "v_cache", 3, 4, err, n));
+    const qattn_tensor *const opt[] = {&a->k_scale, &a->v_scale, &a->kv_indptr, &a->kv_indices,
+                                       &a->kv_lens, &a->sinks, &a->o, &a->lse};
+    const char *const names[] = {"k_scale", "v_scale", "kv_indptr", "kv_indices",
+                                 "kv_lens", "sinks", "o", "lse"};
+    for (int i = 0; i < 8; ++i)
+        if (qattn_tensor_present(opt[i])) CHECK(qattn__check_dims(opt[i], names[i], 1, 4, err, n));
+    /* Element sizes divide and multiply in the planner: a known KV dtype. */
+    if (a->k_cache.dtype <= QATTN_DTYPE_INVALID || a->k_cache.dtype >= QATTN_DTYPE_COUNT ||
+        !(KV_DTYPES & QATTN_DT(a->k_cache.dtype)) || a->v_cache.dtype != a->k_cache.dtype)
+        return qattn__err(err, n, QATTN_ERR_DTYPE, "k_cache/v_cache: dtypes %s/%s, want one of bf16, fp8, i8",
+                          qattn_dtype_name(a->k_cache.dtype), qattn_dtype_name(a->v_cache.dtype));
+    const int64_t B = a->q.shape[0], R = a->q.shape[1], Hq = a->q.shape[2], D = a->q.shape[3];
+    const int64_t Hkv = a->k_cache.shape[a->k_cache.rank - 2];
+    if (B < 1 || R < 1 || Hq < 1)
+        return qattn__err(err, n, QATTN_ERR_SHAPE,
+                          "q: shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                          "], batch, rows and heads must be >= 1", B, R, Hq, D);
+    if (Hkv < 1)
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "k_cache: %" PRId64 " kv heads, must be >= 1", Hkv);
+    /* Kernels number (request, row, head) triples and their elements in
+     * int32. Each factor is <= INT32_MAX, so a product of a value already
+     * <= INT32_MAX and one more factor fits int64: check after each. */
+    const int64_t Dv = a->v_cache.shape[a->v_cache.rank - 1];
+    const int64_t dmax = D > Dv ? D : Dv;
+    int64_t rows = B * R;
+    if (rows <= INT32_MAX) rows *= Hq;
+    if (rows > INT32_MAX || rows * dmax > INT32_MAX)
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                          "q: B x R x Hq x D = %" PRId64 " x %" PRId64 " x %" PRId64 " x %" PRId64
+                          " exceeds int32 (kernels index with int32)", B, R, Hq, dmax);
+    if (a->page_size < 1)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "page_size: %d, must be >= 1",
+                          (int)a->page_size);
+    if (a->max_kv_len < 0)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "max_kv_len: %d, must be >= 0",
+                          (int)a->max_kv_len);
     return QATTN_OK;
 }
 
@@ -195,5 +242,13 @@ qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, s
     CHECK(shape_eq(&a->v_new, "v_new", 2, qattn__cache_head_dim(&a->v_cache), "v_cache's head dim", err, n));
     CHECK(qattn__check_tensor(&a->slot_mapping, "slot_mapping", QATTN_DT(QATTN_I32), 1, err, n));
     CHECK(shape_eq(&a->slot_mapping, "slot_mapping", 0, T, "k_new's token count", err, n));
+    /* Broadcast new tokens (stride 0) keep a small span over T tokens;
+     * kernels number (token, head, dim) in int32. */
+    const int64_t heads = T * a->k_cache.shape[1];
+    if (heads > INT32_MAX || heads * a->k_cache.shape[2] > INT32_MAX)
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                          "k_new: T x Hkv x D = %" PRId64 " x %" PRId64 " x %" PRId64
+                          " exceeds int32 (kernels index with int32)",
+                          T, a->k_cache.shape[1], a->k_cache.shape[2]);
     return QATTN_OK;
 }

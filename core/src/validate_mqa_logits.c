@@ -47,5 +47,22 @@ qattn_status qattn__validate_mqa_logits(const qattn_mqa_logits_args *a, char *er
         return qattn__err(err, n, QATTN_ERR_STRIDE,
                           "logits: row stride %" PRId64 " is smaller than S_kv %" PRId64,
                           a->logits.strides[0], Skv);
+    /* Strides on size-1 dimensions were bounded by qattn__check_tensor;
+     * the planner's own bounds follow. */
+    return qattn__check_mqa_logits_shapes(a, err, n);
+}
+
+qattn_status qattn__check_mqa_logits_shapes(const qattn_mqa_logits_args *a, char *err, size_t n) {
+    if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
+    CHECK(qattn__check_dims(&a->q, "q", 3, 3, err, n));
+    CHECK(qattn__check_dims(&a->k, "k", 2, 2, err, n));
+    CHECK(qattn__check_dims(&a->weights, "weights", 2, 2, err, n));
+    /* The planner reads these tensors' row strides (index64); a caller of
+     * the pure planner may leave them zeroed (rank 0). */
+    const qattn_tensor *const aux[] = {&a->k_scale, &a->ks, &a->ke, &a->logits};
+    const char *const names[] = {"k_scale", "ks", "ke", "logits"};
+    const int32_t rank[] = {1, 1, 1, 2};
+    for (int i = 0; i < 4; ++i)
+        CHECK(qattn__check_dims(aux[i], names[i], aux[i]->rank == 0 ? 0 : rank[i], rank[i], err, n));
     return QATTN_OK;
 }

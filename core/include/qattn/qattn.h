@@ -282,8 +282,17 @@ typedef struct qattn_decode_options {
 #define QATTN_MAX_SPLITS 256
 #define QATTN_REASON_BYTES 256
 
+/* Plans are sealed over their bytes (see `integrity`), so they hold no
+ * padding: a copy by assignment keeps every byte. The core's own build
+ * turns padding in them into an error. */
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"
+#endif
+
 /** The planner's decision for one decode shape: every launch decision, so a
- *  backend launches exactly this. Pure data; inspectable.
+ *  backend launches exactly this. Pure data; inspectable but
+ *  read-only: qattn_decode_run refuses a plan changed after planning.
  *
  *  Stage 1 runs grid[0] x grid[1] x grid[2] workgroups of workgroup_size
  *  lanes (one subgroup of subgroup_size lanes each): grid[0] = num_splits
@@ -298,6 +307,7 @@ typedef struct qattn_decode_plan {
     /* what the plan was made for; run refuses arguments that differ */
     int32_t batch, rows, q_heads, kv_heads, head_dim, head_dim_v;
     qattn_dtype kv_dtype;
+    /** args.max_kv_len at planning; a run may pass at most this. */
     int32_t max_kv_len;
     /* stage-1 geometry */
     int32_t subgroup_size;
@@ -306,6 +316,7 @@ typedef struct qattn_decode_plan {
     int32_t load_bytes;           /* widest K/V load every row start allows: 1..16 */
     int32_t q_heads_per_workgroup;
     int32_t row_slots;            /* matrix N >= q_heads_per_workgroup * rows */
+    int32_t head_blocks;          /* blocks of query heads per kv head: grid[1] / kv_heads */
     qattn_matrix_shape matrix_shape; /* MATRIX: the f16 shape; zero for SIMT */
     uint32_t shared_bytes;        /* exact shared memory of the stage-1 launch */
     uint32_t grid[3];
@@ -323,7 +334,17 @@ typedef struct qattn_decode_plan {
     /** Why the variant is not the preferred one, or "" (e.g.
      *  "matrix gate: a bf16 cache needs bf16 matrix operands"). */
     char reason[QATTN_REASON_BYTES];
+    /** A digest of the layout the planner saw (dtypes, shapes, strides and
+     *  16-byte alignment of every tensor but the page table, page_size);
+     *  run refuses args of another layout. */
+    uint64_t args_layout;
+    /** A digest of every byte above, set when the plan is made; keep it
+     *  last. Run refuses a plan whose digest does not match. */
+    uint64_t integrity;
 } qattn_decode_plan;
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 /** Plans decode attention for ctx's device. Validates every descriptor
  *  first. `options` may be NULL; QATTN_DECODE_VARIANT in the environment pins
@@ -392,6 +413,12 @@ typedef struct qattn_mqa_logits_options {
     int32_t kv_slices;          /* 0 = planner */
 } qattn_mqa_logits_options;
 
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"
+#endif
+/** The planner's decision for one MQA logits shape; read-only like the
+ *  decode plan. */
 typedef struct qattn_mqa_logits_plan {
     qattn_mqa_variant variant;
     int32_t rows, kv_len, heads, head_dim; /* S, S_kv, H, D */
@@ -415,7 +442,18 @@ typedef struct qattn_mqa_logits_plan {
      *  variants), so backends run exactly what was planned. */
     qattn_matrix_shape matrix_shape;
     char reason[QATTN_REASON_BYTES];
+    /** A digest of the layout the planner saw (dtypes, shapes, strides and
+     *  16-byte alignment of every tensor; index64 depends on the strides);
+     *  run refuses args of another layout. */
+    uint64_t args_layout;
+    /** A digest of every byte above, set when the plan is made; keep it
+     *  last. Run refuses a plan whose digest does not match. */
+    uint64_t integrity;
 } qattn_mqa_logits_plan;
+
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 /** Plans MQA logits for ctx's device; QATTN_MQA_VARIANT in the environment
  *  pins a variant when options do not. */

@@ -21,12 +21,14 @@
  * present; decode runs on it when the coopmat variant is chosen (pinned: on
  * the H200 the scalar kernels measured faster, docs/perf_decode_notes.md).
  *
- * qattn_buffer_wrap takes a pointer to a VkBuffer created on this context's
- * device (qattn_vulkan_get_device) with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
- * and VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT (kernels reach buffers by
- * device address), bound to memory allocated with
- * VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT; uploads and downloads also need
- * TRANSFER_DST / TRANSFER_SRC. `bytes` must not exceed the VkBuffer's size.
+ * qattn_buffer_wrap takes a pointer to a qattn_vk_native_buffer naming a
+ * VkBuffer created on this context's device, bound to memory, with
+ * VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT and
+ * VK_BUFFER_USAGE_STORAGE_BUFFER_BIT (kernels reach buffers by device
+ * address) plus TRANSFER_SRC/DST for uploads and downloads, and `bytes` no
+ * larger than its size. Vulkan cannot be asked for a buffer's usage or size
+ * afterwards, so the caller passes what it gave vkCreateBuffer; the size is
+ * also checked against vkGetBufferMemoryRequirements.
  *
  * With qattn_context_options.debug_validation the Khronos validation layer
  * is enabled; any warning or error it reports makes the current call fail
@@ -212,6 +214,14 @@ typedef struct qattn_vulkan_pipeline_stats {
 
 QATTN_API qattn_status qattn_vulkan_pipeline_stats_get(qattn_context *ctx,
                                                        qattn_vulkan_pipeline_stats *out);
+
+/** What `native` points to in qattn_buffer_wrap on this backend. */
+typedef struct qattn_vk_native_buffer {
+    const void *buffer; /* points to the VkBuffer */
+    uint64_t size;      /* VkBufferCreateInfo::size it was created with */
+    uint32_t usage;     /* VkBufferCreateInfo::usage (VkBufferUsageFlags) */
+    uint32_t reserved;  /* 0 */
+} qattn_vk_native_buffer;
 
 #ifdef __cplusplus
 }
