@@ -22,10 +22,10 @@
 // (core/src/plan_decode.c); shared memory must match tiled_shared() there.
 //
 // Indices read from memory are bounded here before anything is addressed
-// (spec 2): a kv_indptr row outside [0, n_indices] or decreasing gives its
-// request no pages, a page id outside the cache hides the key, keys beyond
-// the pages a request owns do not exist, and kv_lens beyond max_kv_len is
-// computed exactly (the last split runs to the end).
+// (spec 2): key p of a request exists only where its kv_indices entry
+// (kv_indptr[b] + p / P) lies in [kv_indptr[b], kv_indptr[b + 1]) and in
+// [0, n_indices), a page id outside the cache hides the key, and kv_lens
+// beyond max_kv_len is computed exactly (the last split runs to the end).
 //
 // Layout convention (PERM): a word of four fp8/int8 codes decodes to the f16
 // pairs (c0, c2) and (c1, c3), so positions 1 and 2 of every group of four
@@ -41,6 +41,15 @@
 #endif
 #include "common.glsl"
 #include "common_tiled.glsl"
+
+// The matrix variant's loops over fragments must unroll (cooperative-matrix
+// arrays are indexed by them); the vector variant leaves unrolling to the
+// driver: forced unrolling made lavapipe's LLVM take ~10 s per pipeline.
+#if MATRIX
+#define UNROLL [[unroll]]
+#else
+#define UNROLL
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const int D = 128;  // = Dv
@@ -101,7 +110,7 @@ void decode16(uvec4 w, out uvec4 lo, out uvec4 hi) {
     hi = uvec4(0);
 #else
     uint o[8];
-    [[unroll]] for (int j = 0; j < 4; ++j) {
+    UNROLL for (int j = 0; j < 4; ++j) {
         uint x = w[j];
 #if defined(KV_I8)
         // (c ^ 0x80) | 0x6400 is the f16 1024 + c + 128: exact; 1152 is
@@ -128,7 +137,7 @@ uvec4 load16(uint64_t addr) {
         return uvec4(r.v[0], r.v[1]);
     }
     uint w[4];
-    [[unroll]] for (int j = 0; j < 4; ++j) {
+    UNROLL for (int j = 0; j < 4; ++j) {
         const uint64_t a = addr + uint64_t(4 * j);
         if (VEC == 4) {
             w[j] = RefU32(a).v[0];
@@ -181,11 +190,13 @@ void main() {
 
     // ---- the request's pages and keys, bounded ----
     const int L = qa_ld_i32(pc.lens, int64_t(b) * pc.lens_s);
-    int ip0 = qa_ld_i32(pc.indptr, int64_t(b) * pc.indptr_s);
-    int ip1 = qa_ld_i32(pc.indptr, int64_t(b + 1) * pc.indptr_s);
-    if (ip0 < 0 || ip1 > pc.n_indices || ip1 < ip0) ip1 = ip0 = 0;
-    // Keys that exist: positions below the request's pages' capacity.
-    const int64_t cap64 = int64_t(ip1 - ip0) * pc.page_size;
+    // Key p's page id is kv_indices[ip0 + p / P]; the key exists only where
+    // that entry lies in [ip0, ip1) and in [0, n_indices).
+    const int ip0 = qa_ld_i32(pc.indptr, int64_t(b) * pc.indptr_s);
+    const int ip1 = min(qa_ld_i32(pc.indptr, int64_t(b + 1) * pc.indptr_s), pc.n_indices);
+    // Keys that may exist: positions below the request's entries' capacity
+    // (those whose entry is negative are hidden per key below).
+    const int64_t cap64 = max(int64_t(ip1) - int64_t(ip0), int64_t(0)) * pc.page_size;
     const int cap = int(min(cap64, int64_t(0x7FFFFFFF)));
     // Visible range of the union of this workgroup's rows (rows differ by r).
     int lo_all = 0x7FFFFFFF, hi_all = -1;
@@ -219,9 +230,9 @@ void main() {
         if (lane == 0) sqf[n] = real ? ldexp(1.0, -e) : 0.0;
         for (int c = lane; c < D / 8; c += SG) {
             uint wq[4];
-            [[unroll]] for (int j = 0; j < 4; ++j) {
+            UNROLL for (int j = 0; j < 4; ++j) {
                 float x[2];
-                [[unroll]] for (int u = 0; u < 2; ++u) {
+                UNROLL for (int u = 0; u < 2; ++u) {
                     // Staged position c*8 + 2j + u holds dim pos(...) under PERM.
                     int sp_ = c * 8 + 2 * j + u;
                     int dm = PERM != 0 ? ((sp_ & ~3) | ((sp_ & 1) << 1) | ((sp_ >> 1) & 1)) : sp_;
@@ -236,7 +247,7 @@ void main() {
     // Per lane and softmax row: running max (log2 units), partial sum.
     float m[RPL], l[RPL], qf_r[RPL];
     int lo_r[RPL], hi_r[RPL];
-    [[unroll]] for (int i = 0; i < RPL; ++i) {
+    UNROLL for (int i = 0; i < RPL; ++i) {
         const int n = lane / C + RG * i;
         m[i] = QA_NEG_INF;
         l[i] = 0.0;
@@ -250,24 +261,24 @@ void main() {
         qf_r[i] = 0.0;
     }
     sync_shared();
-    [[unroll]] for (int i = 0; i < RPL; ++i) {
+    UNROLL for (int i = 0; i < RPL; ++i) {
         const int n = lane / C + RG * i;
         qf_r[i] = n < NR ? sqf[n] * pc.sm_scale : 0.0;
     }
 
 #if MATRIX
     coopmat<float16_t, gl_ScopeSubgroup, 16, NR, gl_MatrixUseB> qb_[D / 16];
-    [[unroll]] for (int j = 0; j < D / 16; ++j)
+    UNROLL for (int j = 0; j < D / 16; ++j)
         coopMatLoad(qb_[j], sq, j * 2, LD4, gl_CooperativeMatrixLayoutColumnMajor);
     coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> oacc[D / 16];
-    [[unroll]] for (int j = 0; j < D / 16; ++j)
+    UNROLL for (int j = 0; j < D / 16; ++j)
         oacc[j] = coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator>(0.0);
 #else
     // Lanes own groups of 8 output dims of one row: group e = lane + SG * i.
     const int OG = (D / 8) * NR;
     const int OPL = (OG + SG - 1) / SG;
     float oacc[OPL * 8];
-    [[unroll]] for (int i = 0; i < OPL * 8; ++i) oacc[i] = 0.0;
+    UNROLL for (int i = 0; i < OPL * 8; ++i) oacc[i] = 0.0;
 #endif
 
     // ---- the tile loop: loads for tile t + 1 are issued before tile t is
@@ -283,30 +294,31 @@ void main() {
     // Page id, row and existence of key lane + SG*i of the tile at t0.
     #define KEYS_OF(t0)                                                                     \
     {                                                                                       \
-        [[unroll]] for (int i = 0; i < NSK; ++i) {                                          \
+        UNROLL for (int i = 0; i < NSK; ++i) {                                          \
             const int key = lane + SG * i;                                                  \
             const int p = (t0) + key;                                                       \
             const int pc_ = min(p, ke - 1);                                                 \
-            npage[i] = qa_ld_i32(pc.indices, int64_t(ip0 + pc_ / pc.page_size) * pc.indices_s); \
+            const int64_t ent = int64_t(ip0) + pc_ / pc.page_size;                          \
+            npage[i] = qa_ld_i32(pc.indices, max(ent, int64_t(0)) * pc.indices_s);          \
             nrow[i] = pc_ % pc.page_size;                                                   \
-            nok[i] = (key < TK && p < ke) ? 1 : 0;                                          \
+            nok[i] = (key < TK && p < ke && ent >= 0) ? 1 : 0;                              \
         }                                                                                   \
     }
     // Issues the data loads of the tile at t0 whose keys KEYS_OF described.
     #define LOAD_TILE(t0)                                                                   \
     {                                                                                       \
         int kp[NSK], kr[NSK], kk[NSK];                                                      \
-        [[unroll]] for (int i = 0; i < NSK; ++i) {                                          \
+        UNROLL for (int i = 0; i < NSK; ++i) {                                          \
             kp[i] = npage[i];                                                               \
             kr[i] = nrow[i];                                                                \
             kk[i] = (nok[i] != 0 && kp[i] >= 0 &&                                           \
                      int64_t(kp[i]) * pc.page_size + kr[i] < pc.n_slots) ? 1 : 0;           \
         }                                                                                   \
-        [[unroll]] for (int i = 0; i < NCH; ++i) {                                          \
+        UNROLL for (int i = 0; i < NCH; ++i) {                                          \
             const int c = lane + SG * i;                                                    \
             const int key = min(c / CPK, TK - 1);                                           \
             int page = 0, row = 0, ok = 0;                                                  \
-            [[unroll]] for (int j = 0; j < NSK; ++j) {                                      \
+            UNROLL for (int j = 0; j < NSK; ++j) {                                      \
                 const int sp_ = subgroupShuffle(kp[j], uint(key % SG));                     \
                 const int sr_ = subgroupShuffle(kr[j], uint(key % SG));                     \
                 const int so_ = subgroupShuffle(kk[j], uint(key % SG));                     \
@@ -321,7 +333,7 @@ void main() {
             rk[i] = ok != 0 ? xk : uvec4(0);                                                \
             rv[i] = ok != 0 ? xv : uvec4(0);                                                \
         }                                                                                   \
-        [[unroll]] for (int i = 0; i < NSK; ++i) {                                          \
+        UNROLL for (int i = 0; i < NSK; ++i) {                                          \
             const int ok = kk[i];                                                           \
             rpos[i] = ok != 0 ? (t0) + lane + SG * i : -1;                                  \
             rks[i] = 0.0;                                                                   \
@@ -346,7 +358,7 @@ void main() {
     }
     for (int t0 = kb; t0 < ke; t0 += TK) {
         // 1. stage the loaded tile
-        [[unroll]] for (int i = 0; i < NCH; ++i) {
+        UNROLL for (int i = 0; i < NCH; ++i) {
             const int c = lane + SG * i;
             if (c < TK * CPK) {
                 const int key = c / CPK, part = c % CPK;
@@ -367,7 +379,7 @@ void main() {
 #endif
             }
         }
-        [[unroll]] for (int i = 0; i < NSK; ++i) {
+        UNROLL for (int i = 0; i < NSK; ++i) {
             const int key = lane + SG * i;
             if (key < TK) {
                 sks[key] = rks[i];
@@ -385,10 +397,10 @@ void main() {
 
         // 2. S^T = K Q^T
 #if MATRIX
-        [[unroll]] for (int kt = 0; kt < KT; ++kt) {
+        UNROLL for (int kt = 0; kt < KT; ++kt) {
             coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> sacc =
                 coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator>(0.0);
-            [[unroll]] for (int j = 0; j < D / 16; ++j) {
+            UNROLL for (int j = 0; j < D / 16; ++j) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> ka;
                 coopMatLoad(ka, skt, kt * 16 * LD4 + j * 2, LD4, gl_CooperativeMatrixLayoutRowMajor);
                 sacc = coopMatMulAdd(ka, qb_[j], sacc);
@@ -402,7 +414,7 @@ void main() {
             if (n < ROWS) {
                 for (int c = 0; c < D / 8; ++c) {
                     const uvec4 kw = skt[key * LD4 + c], qw = sq[n * LD4 + c];
-                    [[unroll]] for (int j = 0; j < 4; ++j) {
+                    UNROLL for (int j = 0; j < 4; ++j) {
                         const vec2 kk = unpack2(kw[j]), qq = unpackHalf2x16(qw[j]);
                         acc += kk.x * qq.x + kk.y * qq.y;
                     }
@@ -416,14 +428,14 @@ void main() {
         // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i
         {
             const int kq = lane % C;
-            [[unroll]] for (int i = 0; i < RPL; ++i) {
+            UNROLL for (int i = 0; i < RPL; ++i) {
                 const int n = lane / C + RG * i;
                 // Padding rows' columns are never read: no work for them
                 // (uniform: every lane of a row group has the same n).
                 if (n >= ROWS) continue;
                 float s[KPL];
                 float tmax = QA_NEG_INF;
-                [[unroll]] for (int j = 0; j < KPL; ++j) {
+                UNROLL for (int j = 0; j < KPL; ++j) {
                     const int key = kq + C * j;
                     const int p = spos[key];
                     float x = QA_NEG_INF;
@@ -440,7 +452,7 @@ void main() {
                 const float alpha = mn == QA_NEG_INF ? 1.0 : exp2(m[i] - mn);
                 m[i] = mn;
                 float ps = 0.0;
-                [[unroll]] for (int j = 0; j < KPL; ++j) {
+                UNROLL for (int j = 0; j < KPL; ++j) {
                     const int key = kq + C * j;
                     const float p = s[j] == QA_NEG_INF ? 0.0 : exp2(s[j] - mn);
                     ps += p;
@@ -457,11 +469,11 @@ void main() {
         {
             coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> am;
             coopMatLoad(am, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
-            [[unroll]] for (int j = 0; j < D / 16; ++j) oacc[j] = oacc[j] * am;
-            [[unroll]] for (int kt = 0; kt < KT; ++kt) {
+            UNROLL for (int j = 0; j < D / 16; ++j) oacc[j] = oacc[j] * am;
+            UNROLL for (int kt = 0; kt < KT; ++kt) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, NR, gl_MatrixUseB> pb;
                 coopMatLoad(pb, sp, kt * 16, LDP, gl_CooperativeMatrixLayoutColumnMajor);
-                [[unroll]] for (int j = 0; j < D / 16; ++j) {
+                UNROLL for (int j = 0; j < D / 16; ++j) {
                     coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> va;
                     coopMatLoad(va, svt, kt * 16 * LD4 + j * 2, LD4, gl_CooperativeMatrixLayoutColumnMajor);
                     oacc[j] = coopMatMulAdd(va, pb, oacc[j]);
@@ -469,23 +481,23 @@ void main() {
             }
         }
 #else
-        [[unroll]] for (int i = 0; i < OPL; ++i) {
+        UNROLL for (int i = 0; i < OPL; ++i) {
             const int e = lane + SG * i;
             if (e < OG) {
                 const int n = e / (D / 8), c = e % (D / 8);
                 const float alpha = ss[n];
                 float a[8];
-                [[unroll]] for (int u = 0; u < 8; ++u) a[u] = oacc[i * 8 + u] * alpha;
+                UNROLL for (int u = 0; u < 8; ++u) a[u] = oacc[i * 8 + u] * alpha;
                 for (int key = 0; key < TK; ++key) {
                     const float p = float(sp[n * LDP + key]);
                     const uvec4 vw = svt[key * LD4 + c];
-                    [[unroll]] for (int j = 0; j < 4; ++j) {
+                    UNROLL for (int j = 0; j < 4; ++j) {
                         const vec2 vv = unpack2(vw[j]);
                         a[2 * j] += p * vv.x;
                         a[2 * j + 1] += p * vv.y;
                     }
                 }
-                [[unroll]] for (int u = 0; u < 8; ++u) oacc[i * 8 + u] = a[u];
+                UNROLL for (int u = 0; u < 8; ++u) oacc[i * 8 + u] = a[u];
             }
         }
 #endif
@@ -496,20 +508,20 @@ void main() {
     const int S = pc.num_splits;
     const int64_t slot0 = ((int64_t(b) * pc.hkv + g) * nrb + rb) * NR; // first row slot
 #if MATRIX
-    [[unroll]] for (int j = 0; j < D / 16; ++j)
+    UNROLL for (int j = 0; j < D / 16; ++j)
         coopMatStore(oacc[j], RefF32(pc.ws_o).v, uint((slot0 * S + split) * D + j * 16), uint(S * D),
                      gl_CooperativeMatrixLayoutColumnMajor);
 #else
-    [[unroll]] for (int i = 0; i < OPL; ++i) {
+    UNROLL for (int i = 0; i < OPL; ++i) {
         const int e = lane + SG * i;
         if (e < OG) {
             const int n = e / (D / 8), c = e % (D / 8);
             const int64_t at = ((slot0 + n) * S + split) * D + c * 8;
-            [[unroll]] for (int u = 0; u < 8; ++u) RefF32(qa_at(pc.ws_o, at + u, 4)).v[0] = oacc[i * 8 + u];
+            UNROLL for (int u = 0; u < 8; ++u) RefF32(qa_at(pc.ws_o, at + u, 4)).v[0] = oacc[i * 8 + u];
         }
     }
 #endif
-    [[unroll]] for (int i = 0; i < RPL; ++i) {
+    UNROLL for (int i = 0; i < RPL; ++i) {
         const int n = lane / C + RG * i;
         const float lt = shfl_add(l[i]);
         if (n < NR && lane % C == 0) {

@@ -236,16 +236,9 @@ static void test_decode_baseline_and_plan_rules(void **state) {
     wrong.shared_bytes = 1u << 30;
     assert_int_equal(qattn_decode_run(f->ctx, &wrong, &f->a, f->ws, 0), QATTN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(qattn_last_error(f->ctx), "changed after planning"));
-    /* A plan made for a device with more shared memory is refused. */
-    qattn_device_caps big;
-    assert_int_equal(qattn_get_caps(f->ctx, &big), QATTN_OK);
-    const uint32_t mine = big.max_shared_bytes;
-    big.max_shared_bytes = 1u << 30;
-    qattn_decode_options one = {.variant = QATTN_DECODE_AUTO, .num_splits = 1};
-    assert_int_equal(qattn_decode_plan_compute(&big, &f->a, &one, &wrong, NULL, 0), QATTN_OK);
-    assert_true(wrong.shared_bytes > mine);
-    assert_int_equal(qattn_decode_run(f->ctx, &wrong, &f->a, f->ws, 0), QATTN_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(qattn_last_error(f->ctx), "shared_bytes"));
+    /* ops.c also refuses a plan whose shared_bytes exceed the device's; the
+     * tiled planner's need does not grow with a device's limit, so no plan it
+     * makes reaches that rule from here (edited plans are refused above). */
     /* Missing, short or misaligned workspace. */
     if (plan.workspace_bytes > 0) {
         assert_int_equal(qattn_decode_run(f->ctx, &plan, &f->a, NULL, 0), QATTN_ERR_WORKSPACE);

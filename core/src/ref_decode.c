@@ -24,18 +24,18 @@
 
 /* The slot of key p of request b; 0 when the key does not exist or lies
  * outside the cache (spec 2, without the index mode, which ops.c applies
- * before any backend runs): a kv_indptr row outside [0, n_indices] or
- * decreasing gives the request no pages, keys beyond the pages a request
- * owns do not exist, and a page id outside the cache hides its keys. */
+ * before any backend runs): key p exists only where its kv_indices entry
+ * kv_indptr[b] + p / P lies in [kv_indptr[b], kv_indptr[b + 1]) and in
+ * [0, n_indices), and a page id outside the cache hides it. */
 static int key_slot(const qattn_decode_args *a, int64_t b, int64_t p, int64_t *slot) {
     const int64_t P = a->page_size;
     const int64_t n_pages = a->kv_indices.shape[0];
     const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0);
     int64_t begin = qattn__ref_i32(&a->kv_indptr, b);
     int64_t end = qattn__ref_i32(&a->kv_indptr, b + 1);
-    if (begin < 0 || end > n_pages || end < begin) return 0;
-    if (p < 0 || p / P >= end - begin) return 0;
-    int64_t page = qattn__ref_i32(&a->kv_indices, begin + p / P);
+    const int64_t pos = begin + p / P;
+    if (p < 0 || pos >= end || pos < 0 || pos >= n_pages) return 0;
+    int64_t page = qattn__ref_i32(&a->kv_indices, pos);
     if (page < 0) return 0;
     int64_t s = page * P + p % P; /* page < 2^31, P < 2^31: no overflow */
     if (s >= n_slots) return 0;
@@ -53,8 +53,14 @@ static void visible_range(const qattn_decode_args *a, int64_t b, int64_t r, int6
     int64_t t = L - R + r;
     int64_t first = 0;
     if (a->window_left >= 0 && t - a->window_left > first) first = t - a->window_left;
+    /* Keys past the capacity of the request's kv_indices entries do not
+     * exist (key_slot hides the rest one by one). */
+    const int64_t begin = qattn__ref_i32(&a->kv_indptr, b);
+    int64_t end = qattn__ref_i32(&a->kv_indptr, b + 1);
+    if (end > a->kv_indices.shape[0]) end = a->kv_indices.shape[0];
+    const int64_t cap = end > begin ? (end - begin) * a->page_size : 0;
     *lo = first;
-    *hi = t; /* t < 0 makes the range empty */
+    *hi = t < cap - 1 ? t : cap - 1; /* t < 0 makes the range empty */
 }
 
 /* A cache and its scales with their views (internal.h), for pages of the
@@ -113,8 +119,11 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
      * the keys in order, exactly as a per-head loop would. */
     int64_t max_keys = 0;
     for (int64_t b = 0; b < B; ++b) {
-        int64_t L = qattn__ref_i32(&a->kv_lens, b);
-        if (L > max_keys) max_keys = L;
+        for (int64_t r = 0; r < R; ++r) {
+            int64_t lo, hi;
+            visible_range(a, b, r, &lo, &hi);
+            if (hi - lo + 1 > max_keys) max_keys = hi - lo + 1;
+        }
     }
     double *scores = malloc((size_t)(group * (max_keys > 0 ? max_keys : 1)) * sizeof *scores);
     double *qs = malloc((size_t)(group * D) * sizeof *qs);
