@@ -199,9 +199,8 @@ static int build_decode(fz *f, qt_rng *rng, call *c, qattn_decode_args *a, qattn
     a->sm_scale = 1.0f / sqrtf((float)s.D);
     a->window_left = fz_u8(f) & 1 ? fz_pick(f, 40) : -1;
     a->logit_softcap = fz_u8(f) & 1 ? 30.0f : 0.0f;
-    static const qattn_decode_variant V[4] = {QATTN_DECODE_AUTO, QATTN_DECODE_GENERIC,
-                                              QATTN_DECODE_MULTIROW, QATTN_DECODE_PACKED_FP8};
-    o->variant = V[fz_pick(f, 4)];
+    static const qattn_decode_variant V[3] = {QATTN_DECODE_AUTO, QATTN_DECODE_SIMT, QATTN_DECODE_MATRIX};
+    o->variant = V[fz_pick(f, 3)];
     o->num_splits = fz_pick(f, 6);
     (void)q;
     (void)sk;
