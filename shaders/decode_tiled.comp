@@ -198,12 +198,15 @@ void main() {
     // (those whose entry is negative are hidden per key below).
     const int64_t cap64 = max(int64_t(ip1) - int64_t(ip0), int64_t(0)) * pc.page_size;
     const int cap = int(min(cap64, int64_t(0x7FFFFFFF)));
+    // Keys whose entry would precede kv_indices[0] do not exist either: the
+    // first key that may exist (so a negative kv_indptr row costs nothing).
+    const int kfirst = int(min(ip0 < 0 ? -int64_t(ip0) * pc.page_size : int64_t(0), int64_t(0x7FFFFFFF)));
     // Visible range of the union of this workgroup's rows (rows differ by r).
     int lo_all = 0x7FFFFFFF, hi_all = -1;
     for (int r = 0; r < R; ++r) {
         int lo, hi;
         qa_visible(L, R, r, lo, hi);
-        lo_all = min(lo_all, lo);
+        lo_all = min(lo_all, max(lo, kfirst));
         hi_all = max(hi_all, min(hi, cap - 1));
     }
     const int s0 = split * pc.keys_per_split;
@@ -254,6 +257,7 @@ void main() {
         int lo = 0, hi = -1;
         if (n < ROWS) {
             qa_visible(L, R, n % R, lo, hi);
+            lo = max(lo, kfirst);
             hi = min(hi, cap - 1);
         }
         lo_r[i] = lo;

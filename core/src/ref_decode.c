@@ -59,6 +59,8 @@ static void visible_range(const qattn_decode_args *a, int64_t b, int64_t r, int6
     int64_t end = qattn__ref_i32(&a->kv_indptr, b + 1);
     if (end > a->kv_indices.shape[0]) end = a->kv_indices.shape[0];
     const int64_t cap = end > begin ? (end - begin) * a->page_size : 0;
+    /* nor keys whose entry would precede kv_indices[0] */
+    if (begin < 0 && -begin * a->page_size > first) first = -begin * a->page_size;
     *lo = first;
     *hi = t < cap - 1 ? t : cap - 1; /* t < 0 makes the range empty */
 }
