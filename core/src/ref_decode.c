@@ -22,27 +22,6 @@
 #define REF_MAX_HEAD_DIM 256
 #define REF_MAX_GROUP 16 /* query heads handled together per kv head */
 
-/* The slot of key p of request b; 0 when the key does not exist or lies
- * outside the cache (spec 2, without the index mode, which ops.c applies
- * before any backend runs): key p exists only where its kv_indices entry
- * kv_indptr[b] + p / P lies in [kv_indptr[b], kv_indptr[b + 1]) and in
- * [0, n_indices), and a page id outside the cache hides it. */
-static int key_slot(const qattn_decode_args *a, int64_t b, int64_t p, int64_t *slot) {
-    const int64_t P = a->page_size;
-    const int64_t n_pages = a->kv_indices.shape[0];
-    const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0);
-    int64_t begin = qattn__ref_i32(&a->kv_indptr, b);
-    int64_t end = qattn__ref_i32(&a->kv_indptr, b + 1);
-    const int64_t pos = begin + p / P;
-    if (p < 0 || pos >= end || pos < 0 || pos >= n_pages) return 0;
-    int64_t page = qattn__ref_i32(&a->kv_indices, pos);
-    if (page < 0) return 0;
-    int64_t s = page * P + p % P; /* page < 2^31, P < 2^31: no overflow */
-    if (s >= n_slots) return 0;
-    *slot = s;
-    return 1;
-}
-
 /* Visible keys of row r of request b: [*lo, *hi], empty when *lo > *hi.
  * Position t = L_b - R + r; keys 0..t, and with a window only t - window_left
  * onwards. A negative t (fewer keys than rows) sees nothing. */
@@ -54,7 +33,7 @@ static void visible_range(const qattn_decode_args *a, int64_t b, int64_t r, int6
     int64_t first = 0;
     if (a->window_left >= 0 && t - a->window_left > first) first = t - a->window_left;
     /* Keys past the capacity of the request's kv_indices entries do not
-     * exist (key_slot hides the rest one by one). */
+     * exist (visible_slots hides the rest). */
     const int64_t begin = qattn__ref_i32(&a->kv_indptr, b);
     int64_t end = qattn__ref_i32(&a->kv_indptr, b + 1);
     if (end > a->kv_indices.shape[0]) end = a->kv_indices.shape[0];
@@ -63,6 +42,37 @@ static void visible_range(const qattn_decode_args *a, int64_t b, int64_t r, int6
     if (begin < 0 && -begin * a->page_size > first) first = -begin * a->page_size;
     *lo = first;
     *hi = t < cap - 1 ? t : cap - 1; /* t < 0 makes the range empty */
+}
+
+/* The slots of the visible keys p in [lo, hi] of request b, in key order,
+ * into slots (NULL: only count them); returns their number (spec 2, without
+ * the index mode, which ops.c applies before any backend runs): key p
+ * exists only where its kv_indices entry kv_indptr[b] + p / P lies in
+ * [kv_indptr[b], kv_indptr[b + 1]) and in [0, n_indices), and a page id
+ * outside the cache hides it. Walks the entries, so the work is bounded by
+ * the table and the keys that exist, whatever kv_lens and page_size claim. */
+static int64_t visible_slots(const qattn_decode_args *a, int64_t b, int64_t lo, int64_t hi,
+                             int64_t *slots) {
+    const int64_t P = a->page_size, n_pages = a->kv_indices.shape[0];
+    const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0);
+    const int64_t begin = qattn__ref_i32(&a->kv_indptr, b);
+    int64_t end = qattn__ref_i32(&a->kv_indptr, b + 1);
+    if (end > n_pages) end = n_pages;
+    if (hi < lo || end <= begin) return 0;
+    int64_t e0 = begin + lo / P, e1 = begin + hi / P;
+    if (e0 < 0) e0 = 0;
+    if (e1 > end - 1) e1 = end - 1;
+    int64_t n = 0;
+    for (int64_t e = e0; e <= e1; ++e) {
+        const int64_t page = qattn__ref_i32(&a->kv_indices, e);
+        if (page < 0 || page * P >= n_slots) continue;
+        const int64_t base = (e - begin) * P;
+        int64_t r0 = lo - base > 0 ? lo - base : 0, r1 = hi - base < P - 1 ? hi - base : P - 1;
+        if (r1 > n_slots - page * P - 1) r1 = n_slots - page * P - 1;
+        for (int64_t row = r0; row <= r1; ++row, ++n)
+            if (slots) slots[n] = page * P + row;
+    }
+    return n;
 }
 
 /* A cache and its scales with their views (internal.h), for pages of the
@@ -124,13 +134,17 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
         for (int64_t r = 0; r < R; ++r) {
             int64_t lo, hi;
             visible_range(a, b, r, &lo, &hi);
-            if (hi - lo + 1 > max_keys) max_keys = hi - lo + 1;
+            const int64_t n = visible_slots(a, b, lo, hi, NULL);
+            if (n > max_keys) max_keys = n;
         }
     }
-    double *scores = malloc((size_t)(group * (max_keys > 0 ? max_keys : 1)) * sizeof *scores);
+    const int64_t nk = max_keys > 0 ? max_keys : 1;
+    double *scores = malloc((size_t)(group * nk) * sizeof *scores);
+    int64_t *slots = malloc((size_t)nk * sizeof *slots);
     double *qs = malloc((size_t)(group * D) * sizeof *qs);
     double *acc = malloc((size_t)(group * Dv) * sizeof *acc);
-    if (!scores || !qs || !acc) {
+    if (!scores || !slots || !qs || !acc) {
+        free(slots);
         free(scores);
         free(qs);
         free(acc);
@@ -141,6 +155,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
         for (int64_t r = 0; r < R; ++r) {
             int64_t lo, hi;
             visible_range(a, b, r, &lo, &hi);
+            const int64_t visible = visible_slots(a, b, lo, hi, slots);
             for (int64_t g = 0; g < Hkv; ++g) {
                 for (int64_t h0 = 0; h0 < group; h0 += REF_MAX_GROUP) {
                     const int64_t nh = group - h0 < REF_MAX_GROUP ? group - h0 : REF_MAX_GROUP;
@@ -153,15 +168,11 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
                         m[i] = has_sinks ? sink[i] : -INFINITY;
                     }
                     /* Pass 1: scores, and m over the visible scores and the sink. */
-                    int64_t visible = 0;
-                    for (int64_t p = lo; p <= hi; ++p) {
-                        int64_t slot = 0;
-                        if (!key_slot(a, b, p, &slot)) continue;
-                        ++visible;
-                        for (int64_t d = 0; d < D; ++d) row[d] = kv_value(&ks, slot, g, d);
+                    for (int64_t k = 0; k < visible; ++k) {
+                        for (int64_t d = 0; d < D; ++d) row[d] = kv_value(&ks, slots[k], g, d);
                         for (int64_t i = 0; i < nh; ++i) {
                             double s = score(a, qs + i * D, row);
-                            scores[i * max_keys + (p - lo)] = s;
+                            scores[i * nk + k] = s;
                             if (s > m[i]) m[i] = s;
                         }
                     }
@@ -170,12 +181,10 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
                         z[i] = has_sinks ? exp(sink[i] - m[i]) : 0.0;
                         for (int64_t d = 0; d < Dv; ++d) acc[i * Dv + d] = 0.0;
                     }
-                    for (int64_t p = lo; p <= hi; ++p) {
-                        int64_t slot = 0;
-                        if (!key_slot(a, b, p, &slot)) continue;
-                        for (int64_t d = 0; d < Dv; ++d) row[d] = kv_value(&vs, slot, g, d);
+                    for (int64_t k = 0; k < visible; ++k) {
+                        for (int64_t d = 0; d < Dv; ++d) row[d] = kv_value(&vs, slots[k], g, d);
                         for (int64_t i = 0; i < nh; ++i) {
-                            double w = exp(scores[i * max_keys + (p - lo)] - m[i]);
+                            double w = exp(scores[i * nk + k] - m[i]);
                             z[i] += w;
                             for (int64_t d = 0; d < Dv; ++d) acc[i * Dv + d] += w * row[d];
                         }
@@ -200,6 +209,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
             }
         }
     }
+    free(slots);
     free(scores);
     free(qs);
     free(acc);
