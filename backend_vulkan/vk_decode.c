@@ -3,6 +3,7 @@
  * and the split merge (shaders/decode_merge.comp), into one command buffer.
  * Arguments were validated against the plan by the core; nothing here
  * re-derives a launch decision. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -111,8 +112,18 @@ int qattn_vk_decode_supports(qattn_vk *vk, const qattn_decode_plan *plan) {
     return 1;
 }
 
-/* Stride of a cache view as the kernel's int32 fields take it. */
-static int32_t st32(int64_t s) { return (int32_t)s; }
+/* A cache (is_scale 0) or scale tensor's view into the push block: its page
+ * stride, its row and head strides as the kernel's int32 fields, and the
+ * slot count lowered to what this tensor holds (a slot must be inside all
+ * four tensors). */
+static void put_view(const qattn_tensor *t, int is_scale, int32_t page_size, int64_t *ps, int32_t *rs,
+                     int32_t *hs, int64_t *n_slots) {
+    const qattn_cache_view v = qattn_cache_view_of(t, is_scale, page_size);
+    *ps = v.page_stride;
+    *rs = (int32_t)v.row_stride;
+    *hs = (int32_t)v.head_stride;
+    if (v.n_slots < *n_slots) *n_slots = v.n_slots;
+}
 
 qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qattn_decode_args *a,
                              const qattn_workspace *ws) {
@@ -137,26 +148,12 @@ qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qatt
     p.lens = qattn_vk_addr(&a->kv_lens);
     p.ws_o = qattn_vk_ws_addr(ws, plan->partial_o_offset);
     p.ws_ml = qattn_vk_ws_addr(ws, plan->partial_ml_offset);
-    const qattn_cache_view kv = qattn_cache_view_of(&a->k_cache, 0, a->page_size);
-    const qattn_cache_view vv = qattn_cache_view_of(&a->v_cache, 0, a->page_size);
-    p.k_ps = kv.page_stride;
-    p.k_rs = st32(kv.row_stride);
-    p.k_hs = st32(kv.head_stride);
-    p.v_ps = vv.page_stride;
-    p.v_rs = st32(vv.row_stride);
-    p.v_hs = st32(vv.head_stride);
-    p.n_slots = kv.n_slots < vv.n_slots ? kv.n_slots : vv.n_slots;
+    p.n_slots = INT64_MAX;
+    put_view(&a->k_cache, 0, a->page_size, &p.k_ps, &p.k_rs, &p.k_hs, &p.n_slots);
+    put_view(&a->v_cache, 0, a->page_size, &p.v_ps, &p.v_rs, &p.v_hs, &p.n_slots);
     if (qattn_tensor_present(&a->k_scale)) {
-        const qattn_cache_view ksv = qattn_cache_view_of(&a->k_scale, 1, a->page_size);
-        const qattn_cache_view vsv = qattn_cache_view_of(&a->v_scale, 1, a->page_size);
-        p.ks_ps = ksv.page_stride;
-        p.ks_rs = st32(ksv.row_stride);
-        p.ks_hs = st32(ksv.head_stride);
-        p.vs_ps = vsv.page_stride;
-        p.vs_rs = st32(vsv.row_stride);
-        p.vs_hs = st32(vsv.head_stride);
-        if (ksv.n_slots < p.n_slots) p.n_slots = ksv.n_slots;
-        if (vsv.n_slots < p.n_slots) p.n_slots = vsv.n_slots;
+        put_view(&a->k_scale, 1, a->page_size, &p.ks_ps, &p.ks_rs, &p.ks_hs, &p.n_slots);
+        put_view(&a->v_scale, 1, a->page_size, &p.vs_ps, &p.vs_rs, &p.vs_hs, &p.n_slots);
     }
     p.q_sb = qattn_vk_stride(&a->q, 0);
     p.q_sr = qattn_vk_stride(&a->q, 1);
