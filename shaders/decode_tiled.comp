@@ -33,6 +33,11 @@
 // product does not care) and the merge swaps the output dims back.
 //
 // Defines: KV_BF16 | KV_FP8FN | KV_FP8FNUZ | KV_I8; MATRIX (0/1).
+// QA_ABLATE (measurement builds only, default 0: the product): a mask of
+// stages left out so that timing the difference places time inside the
+// kernel (docs/perf_decode_notes.md); such a build computes wrong results.
+// 1 staging to shared, 2 S = K Q^T, 4 softmax, 8 O += V^T P^T, 16 the
+// K/V loads, 32 the index bounds, 64 the barriers.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #if MATRIX
@@ -41,6 +46,10 @@
 #endif
 #include "common.glsl"
 #include "common_tiled.glsl"
+#ifndef QA_ABLATE
+#define QA_ABLATE 0
+#endif
+#define QA_KEEP(bit) ((QA_ABLATE & (bit)) == 0)
 
 // The matrix variant's loops over fragments must unroll (cooperative-matrix
 // arrays are indexed by them); the vector variant leaves unrolling to the
@@ -165,8 +174,10 @@ vec2 unpack2(uint w) {
 // ordering is the whole synchronisation, and it does not wait for the
 // global loads in flight (a workgroup barrier may).
 void sync_shared() {
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    if (QA_KEEP(64)) {
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+    }
 }
 
 float shfl_max(float x) {
@@ -301,9 +312,9 @@ void main() {
         UNROLL for (int i = 0; i < NSK; ++i) {                                          \
             const int key = lane + SG * i;                                                  \
             const int p = (t0) + key;                                                       \
-            const int pc_ = min(p, ke - 1);                                                 \
+            const int pc_ = QA_KEEP(32) ? min(p, ke - 1) : p;                               \
             const int64_t ent = int64_t(ip0) + pc_ / pc.page_size;                          \
-            npage[i] = qa_ld_i32(pc.indices, max(ent, int64_t(0)) * pc.indices_s);          \
+            npage[i] = qa_ld_i32(pc.indices, (QA_KEEP(32) ? max(ent, int64_t(0)) : ent) * pc.indices_s); \
             nrow[i] = pc_ % pc.page_size;                                                   \
             nok[i] = (key < TK && p < ke && ent >= 0) ? 1 : 0;                              \
         }                                                                                   \
@@ -315,8 +326,8 @@ void main() {
         UNROLL for (int i = 0; i < NSK; ++i) {                                          \
             kp[i] = npage[i];                                                               \
             kr[i] = nrow[i];                                                                \
-            kk[i] = (nok[i] != 0 && kp[i] >= 0 &&                                           \
-                     int64_t(kp[i]) * pc.page_size + kr[i] < pc.n_slots) ? 1 : 0;           \
+            kk[i] = (nok[i] != 0 && (!QA_KEEP(32) || (kp[i] >= 0 &&                         \
+                     int64_t(kp[i]) * pc.page_size + kr[i] < pc.n_slots))) ? 1 : 0;         \
         }                                                                                   \
         UNROLL for (int i = 0; i < NCH; ++i) {                                          \
             const int c = lane + SG * i;                                                    \
@@ -332,8 +343,8 @@ void main() {
             const uint64_t part = uint64_t(c % CPK) * 16u;                                  \
             const int64_t ko = ok != 0 ? int64_t(page) * pc.k_ps + int64_t(row) * pc.k_rs + int64_t(g) * pc.k_hs : 0; \
             const int64_t vo = ok != 0 ? int64_t(page) * pc.v_ps + int64_t(row) * pc.v_rs + int64_t(g) * pc.v_hs : 0; \
-            const uvec4 xk = load16(pc.k + uint64_t(ko) * ES + (ok != 0 ? part : 0u));      \
-            const uvec4 xv = load16(pc.v + uint64_t(vo) * ES + (ok != 0 ? part : 0u));      \
+            const uvec4 xk = QA_KEEP(16) ? load16(pc.k + uint64_t(ko) * ES + (ok != 0 ? part : 0u)) : uvec4(uint(ko) ^ part); \
+            const uvec4 xv = QA_KEEP(16) ? load16(pc.v + uint64_t(vo) * ES + (ok != 0 ? part : 0u)) : uvec4(uint(vo) + part); \
             rk[i] = ok != 0 ? xk : uvec4(0);                                                \
             rv[i] = ok != 0 ? xv : uvec4(0);                                                \
         }                                                                                   \
@@ -355,6 +366,7 @@ void main() {
         }                                                                                   \
     }
 
+    uint qa_sink = 0u;
     if (kb < ke) {
         KEYS_OF(kb);
         LOAD_TILE(kb);
@@ -364,7 +376,10 @@ void main() {
         // 1. stage the loaded tile
         UNROLL for (int i = 0; i < NCH; ++i) {
             const int c = lane + SG * i;
-            if (c < TK * CPK) {
+            if (!QA_KEEP(1)) {
+                // The loaded words must still be consumed (or the loads go).
+                qa_sink ^= rk[i].x ^ rk[i].y ^ rk[i].z ^ rk[i].w ^ rv[i].x ^ rv[i].y ^ rv[i].z ^ rv[i].w;
+            } else if (c < TK * CPK) {
                 const int key = c / CPK, part = c % CPK;
                 uvec4 lo, hi;
                 decode16(rk[i], lo, hi);
@@ -401,7 +416,7 @@ void main() {
 
         // 2. S^T = K Q^T
 #if MATRIX
-        UNROLL for (int kt = 0; kt < KT; ++kt) {
+        UNROLL for (int kt = 0; kt < KT && QA_KEEP(2); ++kt) {
             coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> sacc =
                 coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator>(0.0);
             UNROLL for (int j = 0; j < D / 16; ++j) {
@@ -412,7 +427,7 @@ void main() {
             coopMatStore(sacc, ss, kt * 16 * NR, NR, gl_CooperativeMatrixLayoutRowMajor);
         }
 #else
-        for (int e = lane; e < TK * NR; e += SG) {
+        for (int e = lane; e < TK * NR && QA_KEEP(2); e += SG) {
             const int key = e / NR, n = e % NR;
             float acc = 0.0;
             if (n < ROWS) {
@@ -430,7 +445,7 @@ void main() {
         sync_shared();
 
         // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i
-        {
+        if (QA_KEEP(4)) {
             const int kq = lane % C;
             UNROLL for (int i = 0; i < RPL; ++i) {
                 const int n = lane / C + RG * i;
@@ -470,7 +485,7 @@ void main() {
 
         // 4. O^T = O^T * alpha + V^T P^T
 #if MATRIX
-        {
+        if (QA_KEEP(8)) {
             coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> am;
             coopMatLoad(am, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
             UNROLL for (int j = 0; j < D / 16; ++j) oacc[j] = oacc[j] * am;
@@ -485,7 +500,7 @@ void main() {
             }
         }
 #else
-        UNROLL for (int i = 0; i < OPL; ++i) {
+        UNROLL for (int i = 0; i < OPL && QA_KEEP(8); ++i) {
             const int e = lane + SG * i;
             if (e < OG) {
                 const int n = e / (D / 8), c = e % (D / 8);
@@ -525,6 +540,7 @@ void main() {
         }
     }
 #endif
+    if (!QA_KEEP(1) && qa_sink == 0x9E3779B9u) l[0] += 1.0;
     UNROLL for (int i = 0; i < RPL; ++i) {
         const int n = lane / C + RG * i;
         const float lt = shfl_add(l[i]);
