@@ -40,9 +40,9 @@
 // K/V loads, 32 the index bounds, 64 the barriers.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_memory_scope_semantics : require
 #if MATRIX
 #extension GL_KHR_cooperative_matrix : require
-#extension GL_KHR_memory_scope_semantics : require
 #endif
 #include "common.glsl"
 #include "common_tiled.glsl"
@@ -170,14 +170,15 @@ vec2 unpack2(uint w) {
 #endif
 }
 
-// The workgroup is one subgroup: a subgroup barrier with shared-memory
-// ordering is the whole synchronisation, and it does not wait for the
-// global loads in flight (a workgroup barrier may).
+// The workgroup is one subgroup, so a subgroup barrier is the whole
+// synchronisation. It orders shared memory only: GLSL's subgroupBarrier()
+// also carries buffer-memory semantics, which obliges the driver to let
+// the next tile's global loads (in flight across the barrier by design)
+// complete first.
 void sync_shared() {
-    if (QA_KEEP(64)) {
-        subgroupMemoryBarrierShared();
-        subgroupBarrier();
-    }
+    if (QA_KEEP(64))
+        controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
+                       gl_SemanticsAcquireRelease);
 }
 
 float shfl_max(float x) {
