@@ -12,6 +12,10 @@ typedef struct bench_config {
     int warmup, iters;
     double warmup_min_ms; /* warm-up lasts at least this long (wall clock) */
     unsigned long long seed;
+    /* Decode page tables: 0 = one shuffled pool over every request's pages
+     * (what an engine's free list tends to), 1 = each request's pages in
+     * order (the layout of FlashInfer's decode benchmark). */
+    int pages_in_order;
 } bench_config;
 
 typedef struct bench_result {

@@ -127,7 +127,7 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
         qt_fill_f32_pos(&rng, vs, n_slots * Hkv, 0.5f * amp, amp);
     }
     for (int i = 0; i < B * ppr; ++i) pages[i] = i;
-    qt_shuffle_i32(&rng, pages, (size_t)B * ppr);
+    if (!cfg->pages_in_order) qt_shuffle_i32(&rng, pages, (size_t)B * ppr);
     for (int b = 0; b <= B; ++b) indptr[b] = b * ppr;
     for (int b = 0; b < B; ++b) lens[b] = L;
 

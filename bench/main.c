@@ -62,6 +62,8 @@ static const char USAGE[] =
     "                                  B1 R1 Hq32 Hkv8 D128 fp8_e4m3fn keys 8192 page 16\n"
     "  --iters N, --warmup N, --warmup-ms MS   timed runs; warm-up runs and minimum warm-up time\n"
     "  --seed S                        input seed (mixed into each preset's own)\n"
+    "  --pages shuffled|in-order       decode page tables: one shuffled pool over all\n"
+    "                                  requests (default) or each request's pages in order\n"
     "  --read-mib N                    MiB the read-bandwidth kernel streams (0: skip it;\n"
     "                                  default 1024 on GPUs, 64 on CPU devices)\n"
     "  --copy-gbps X                   copy rate to report against (torch_baseline.py's)\n"
@@ -174,6 +176,15 @@ int main(int argc, char **argv) {
         else if (v && !strcmp(a, "--warmup")) cfg.warmup = atoi(argv[++i]), iters_given = 1;
         else if (v && !strcmp(a, "--seed")) cfg.seed = strtoull(argv[++i], NULL, 0);
         else if (v && !strcmp(a, "--warmup-ms")) cfg.warmup_min_ms = atof(argv[++i]), iters_given = 1;
+        else if (v && !strcmp(a, "--pages")) {
+            const char *m = argv[++i];
+            if (!strcmp(m, "in-order")) cfg.pages_in_order = 1;
+            else if (!strcmp(m, "shuffled")) cfg.pages_in_order = 0;
+            else {
+                fprintf(stderr, "qattn-bench: --pages takes in-order or shuffled, not '%s'\n", m);
+                return 2;
+            }
+        }
         else if (v && !strcmp(a, "--read-mib")) read_mib = atoi(argv[++i]);
         else if (v && !strcmp(a, "--copy-gbps")) copy_gbps = atof(argv[++i]);
         else if (v && !strcmp(a, "--embed-record")) embed_record = atoi(argv[++i]);
@@ -203,8 +214,9 @@ int main(int argc, char **argv) {
     /* The reference is exact, not fast: a few runs show its cost. */
     if (!iters_given && !strcmp(qattn_backend_name(ctx), "cpu"))
         cfg.warmup = 1, cfg.iters = 3, cfg.warmup_min_ms = 0.0;
-    printf("qattn %s | backend %s | device %s (%s) | >= %d warm-up runs and >= %.0f ms, then %d timed runs per preset\n",
-           qattn_version_string(), qattn_backend_name(ctx), caps.device_name, caps.arch, cfg.warmup,
+    printf("qattn %s | backend %s | device %s (%s) | decode pages %s | >= %d warm-up runs and >= %.0f ms, then %d timed runs per preset\n",
+           qattn_version_string(), qattn_backend_name(ctx), caps.device_name, caps.arch,
+           cfg.pages_in_order ? "in order" : "shuffled", cfg.warmup,
            cfg.warmup_min_ms, cfg.iters);
     for (int k = 0; k < n_shapes; ++k) {
         char shape[160];
@@ -217,7 +229,7 @@ int main(int argc, char **argv) {
      * through this backend. */
     FILE *jf = json ? fopen(json, "w") : NULL;
     if (json && !jf) fprintf(stderr, "qattn-bench: cannot write %s\n", json);
-    if (jf) fprintf(jf, "{\"version\": \"%s\", ", qattn_version_string());
+    if (jf) fprintf(jf, "{\"version\": \"%s\", \"decode_pages\": \"%s\", ", qattn_version_string(), cfg.pages_in_order ? "in-order" : "shuffled");
     if (read_mib < 0) read_mib = cpu_device(ctx, &caps) ? 64 : 1024;
     double read_gbps = 0;
     int failures = 0, read_failed = 0;
