@@ -38,9 +38,12 @@ qattn_status qattn_vulkan_context_create(const qattn_vulkan_device *device,
         snprintf(err, err_size, "out: NULL");
         return QATTN_ERR_INVALID_ARGUMENT;
     }
+    qattn_context_options opt; /* the import reads this build's layout only */
+    qattn_status s = qattn_context_options_copy(options, &opt, err, err_size);
+    if (s != QATTN_OK) return s;
     void *be = NULL;
     char why[1024] = "";
-    qattn_status s = qattn_vk_import(device, options, &be, why, sizeof why);
+    s = qattn_vk_import(device, &opt, &be, why, sizeof why);
     if (s != QATTN_OK) {
         snprintf(err, err_size, "vulkan backend: %s", why[0] ? why : qattn_status_text(s));
         return s;

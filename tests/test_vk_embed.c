@@ -97,8 +97,7 @@ static qattn_vulkan_pipeline_stats stats_of(qattn_context *ctx) {
 
 static qattn_context *import(qt_vk *v, int validation) {
     qattn_vulkan_device d = qt_vk_import_desc(v);
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     o.debug_validation = validation;
     qattn_context *ctx = NULL;
     char err[512];
@@ -325,8 +324,7 @@ static void test_cache_reuse(qt_vk *v, const qt_step *s, const void *blob, size_
  * makes VkBuffers on it, wraps them and runs the KV store of the step. */
 static void test_own_device_wrap(const qt_step *s) {
     char err[512];
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     o.debug_validation = validation;
     qattn_context *ctx = NULL;
     if (qattn_context_create(qattn_backend_vulkan(), &o, &ctx, err, sizeof err) != QATTN_OK) {
@@ -373,7 +371,18 @@ static void test_refusals(qt_vk *v) {
     CHECK(qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
           "size 8 accepted");
     CHECK(strstr(err, "device->size") != NULL, "message: %s", err);
+    /* The options follow the rule of qattn.h: a size no version has is
+     * refused before the device is looked at. */
     d = qt_vk_import_desc(v);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
+    o.size = 0;
+    CHECK(qattn_vulkan_context_create(&d, &o, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
+          "options.size 0 accepted");
+    CHECK(strstr(err, "options.size is 0") && strstr(err, "QATTN_CONTEXT_OPTIONS_INIT"), "message: %s", err);
+    o.size = sizeof o + 8;
+    CHECK(qattn_vulkan_context_create(&d, &o, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
+          "options.size past sizeof accepted");
+    CHECK(strstr(err, "options.size: ") != NULL, "message: %s", err);
     d.queue_family = 99;
     CHECK(qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT,
           "queue family 99 accepted");
