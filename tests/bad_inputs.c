@@ -424,8 +424,14 @@ static int vulkan_child(int which) {
         s = qattn_buffer_wrap(ctx, &nb, 4096, &w);
         EXPECT(s == QATTN_ERR_OUT_OF_BOUNDS && w == NULL && strstr(qattn_last_error(ctx), "native.size"),
                "wrap 1 KiB claiming native.size 4 KiB: %s", qattn_status_name(s));
-        /* The honest wrap works, and a 4 KiB upload into it is refused. */
+        /* reserved is 0 or the struct is not read at all. */
         nb.size = 1024;
+        nb.reserved = 1;
+        s = qattn_buffer_wrap(ctx, &nb, 1024, &w);
+        EXPECT(s == QATTN_ERR_INVALID_ARGUMENT && w == NULL && strstr(qattn_last_error(ctx), "native.reserved"),
+               "wrap with native.reserved 1: %s", qattn_status_name(s));
+        nb.reserved = 0;
+        /* The honest wrap works, and a 4 KiB upload into it is refused. */
         s = qattn_buffer_wrap(ctx, &nb, 1024, &w);
         EXPECT(s == QATTN_OK, "honest wrap: %s", qattn_status_name(s));
         if (w) {
