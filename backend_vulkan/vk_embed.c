@@ -56,7 +56,7 @@ qattn_status qattn_vulkan_get_device(qattn_context *ctx, qattn_vulkan_device *ou
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
     if (!out) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "out: NULL"), fn);
-    if (out->size < sizeof *out)
+    if (out->size != sizeof *out) /* one version so far; larger is a newer header */
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
                                          "out->size: %zu, want sizeof(qattn_vulkan_device) = %zu",
                                          out->size, sizeof *out),
@@ -179,7 +179,7 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
     if (!set) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "set: NULL"), fn);
-    if (set->size < sizeof *set)
+    if (set->size != sizeof *set) /* one version so far; larger is a newer header */
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
                                          "set->size: %zu, want sizeof(qattn_vulkan_warmup_set) = %zu",
                                          set->size, sizeof *set),
@@ -342,7 +342,7 @@ qattn_status qattn_vulkan_pipeline_stats_get(qattn_context *ctx, qattn_vulkan_pi
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
     if (!out) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "out: NULL"), fn);
-    if (out->size < sizeof *out)
+    if (out->size != sizeof *out) /* one version so far; larger is a newer header */
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
                                          "out->size: %zu, want sizeof(qattn_vulkan_pipeline_stats) = %zu",
                                          out->size, sizeof *out),

@@ -313,6 +313,9 @@ static void test_cache_reuse(qt_vk *v, const qt_step *s, const void *blob, size_
     /* Bad warm-up sets are refused. */
     set.size = 1;
     CHECK(qattn_vulkan_warmup(ctx, &set) == QATTN_ERR_INVALID_ARGUMENT, "a bad set size was accepted");
+    set.size = sizeof set + 8; /* a newer header's: its fields would be ignored */
+    CHECK(qattn_vulkan_warmup(ctx, &set) == QATTN_ERR_INVALID_ARGUMENT, "a set size past sizeof was accepted");
+    CHECK(strstr(qattn_last_error(ctx), "set->size") != NULL, "message: %s", qattn_last_error(ctx));
     set.size = sizeof set;
     set.kv_store_dtypes = 1u << QATTN_F32;
     CHECK(qattn_vulkan_warmup(ctx, &set) == QATTN_ERR_INVALID_ARGUMENT, "an f32 kv store was accepted");
@@ -338,6 +341,17 @@ static void test_own_device_wrap(const qt_step *s) {
           qattn_last_error(ctx));
     d.size = 4;
     CHECK(qattn_vulkan_get_device(ctx, &d) == QATTN_ERR_INVALID_ARGUMENT, "out->size 4 accepted");
+    d.size = sizeof d + 8;
+    CHECK(qattn_vulkan_get_device(ctx, &d) == QATTN_ERR_INVALID_ARGUMENT, "out->size past sizeof accepted");
+    qattn_vulkan_pipeline_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st + 8;
+    CHECK(qattn_vulkan_pipeline_stats_get(ctx, &st) == QATTN_ERR_INVALID_ARGUMENT,
+          "pipeline stats out->size past sizeof accepted");
+    CHECK(strstr(qattn_last_error(ctx), "out->size") != NULL, "message: %s", qattn_last_error(ctx));
+    st.size = sizeof st - 1;
+    CHECK(qattn_vulkan_pipeline_stats_get(ctx, &st) == QATTN_ERR_INVALID_ARGUMENT,
+          "pipeline stats out->size below sizeof accepted");
     d.size = sizeof d;
     qattn_vulkan_get_device(ctx, &d);
     qt_vk v;
@@ -370,6 +384,10 @@ static void test_refusals(qt_vk *v) {
     d.size = 8;
     CHECK(qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
           "size 8 accepted");
+    CHECK(strstr(err, "device->size") != NULL, "message: %s", err);
+    d.size = sizeof d + 8;
+    CHECK(qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
+          "device->size past sizeof accepted");
     CHECK(strstr(err, "device->size") != NULL, "message: %s", err);
     /* The options follow the rule of qattn.h: a size no version has is
      * refused before the device is looked at. */

@@ -118,8 +118,7 @@ QATTN_API const char *qattn_dtype_name(qattn_dtype t);
  * below the first version's, one above this library's sizeof: a header
  * newer than the library) fails with QATTN_ERR_INVALID_ARGUMENT, naming
  * the argument and the struct, and nothing is done. A NULL options pointer
- * means all defaults. The structs of qattn/vulkan.h carry their size the
- * same way; each says what it accepts. */
+ * means all defaults. The structs of qattn/vulkan.h follow the same rule. */
 
 /* ---- contexts and buffers -------------------------------------------- */
 typedef struct qattn_context qattn_context;

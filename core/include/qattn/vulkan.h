@@ -67,6 +67,11 @@ QATTN_API const qattn_backend_iface *qattn_backend_vulkan(void);
 
 /* ---- a context on the caller's device ---------------------------------- */
 
+/* The structs below that start with `size` follow the rule of qattn.h
+ * ("option structs"); each is in its first version, so a size other than
+ * its sizeof (a larger one is a header newer than the library) fails with
+ * QATTN_ERR_INVALID_ARGUMENT naming it. */
+
 /** A device the caller created. Set `size` to sizeof(qattn_vulkan_device);
  *  fields added in later versions go at the end, and a smaller size means
  *  they are zero. qattn never destroys any of these objects: free the
