@@ -118,6 +118,11 @@ qattn_status qattn_vk_buffer_wrap(void *be, void *native, uint64_t bytes, void *
     const qattn_vk_native_buffer *nb = (const qattn_vk_native_buffer *)native;
     if (!nb)
         return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "native: NULL (want a qattn_vk_native_buffer *)");
+    /* Non-zero marks a layout this build does not know: read nothing else. */
+    if (nb->reserved != 0)
+        return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                             "native.reserved: %u, must be 0 (a qattn_vk_native_buffer of another version?)",
+                             (unsigned)nb->reserved);
     if (!nb->buffer) return qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "native.buffer: NULL");
     VkBuffer vb = *(const VkBuffer *)nb->buffer;
     if (vb == VK_NULL_HANDLE)

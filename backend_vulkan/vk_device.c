@@ -814,7 +814,7 @@ qattn_status qattn_vk_import(const qattn_vulkan_device *d, const qattn_context_o
         snprintf(err, err_size, "device: NULL");
         return QATTN_ERR_INVALID_ARGUMENT;
     }
-    if (d->size < offsetof(qattn_vulkan_device, get_instance_proc_addr) + sizeof d->get_instance_proc_addr) {
+    if (d->size != sizeof *d) { /* one version so far; larger is a newer header */
         snprintf(err, err_size, "device->size: %zu, want sizeof(qattn_vulkan_device) = %zu", d->size,
                  sizeof(qattn_vulkan_device));
         return QATTN_ERR_INVALID_ARGUMENT;

@@ -38,9 +38,12 @@ qattn_status qattn_vulkan_context_create(const qattn_vulkan_device *device,
         snprintf(err, err_size, "out: NULL");
         return QATTN_ERR_INVALID_ARGUMENT;
     }
+    qattn_context_options opt; /* the import reads this build's layout only */
+    qattn_status s = qattn_context_options_copy(options, &opt, err, err_size);
+    if (s != QATTN_OK) return s;
     void *be = NULL;
     char why[1024] = "";
-    qattn_status s = qattn_vk_import(device, options, &be, why, sizeof why);
+    s = qattn_vk_import(device, &opt, &be, why, sizeof why);
     if (s != QATTN_OK) {
         snprintf(err, err_size, "vulkan backend: %s", why[0] ? why : qattn_status_text(s));
         return s;
@@ -53,7 +56,7 @@ qattn_status qattn_vulkan_get_device(qattn_context *ctx, qattn_vulkan_device *ou
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
     if (!out) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "out: NULL"), fn);
-    if (out->size < sizeof *out)
+    if (out->size != sizeof *out) /* one version so far; larger is a newer header */
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
                                          "out->size: %zu, want sizeof(qattn_vulkan_device) = %zu",
                                          out->size, sizeof *out),
@@ -176,7 +179,7 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
     if (!set) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "set: NULL"), fn);
-    if (set->size < sizeof *set)
+    if (set->size != sizeof *set) /* one version so far; larger is a newer header */
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
                                          "set->size: %zu, want sizeof(qattn_vulkan_warmup_set) = %zu",
                                          set->size, sizeof *set),
@@ -339,7 +342,7 @@ qattn_status qattn_vulkan_pipeline_stats_get(qattn_context *ctx, qattn_vulkan_pi
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
     if (!out) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "out: NULL"), fn);
-    if (out->size < sizeof *out)
+    if (out->size != sizeof *out) /* one version so far; larger is a newer header */
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
                                          "out->size: %zu, want sizeof(qattn_vulkan_pipeline_stats) = %zu",
                                          out->size, sizeof *out),

@@ -83,7 +83,8 @@ static int reference(const decode_launch *l, const void *q, const void *kc, cons
     r.lse.buffer = NULL;
     /* The reference ignores plans; pinning the simt variant keeps a
      * QATTN_DECODE_VARIANT meant for the measured backend from reaching it. */
-    const qattn_decode_options ref_opt = {.variant = QATTN_DECODE_SIMT};
+    qattn_decode_options ref_opt = QATTN_DECODE_OPTIONS_INIT;
+    ref_opt.variant = QATTN_DECODE_SIMT;
     qattn_decode_plan plan;
     qattn_buffer *rws = NULL;
     int rc = (qattn_decode_plan_create(cpu, &r, &ref_opt, &plan) == QATTN_OK &&
@@ -169,7 +170,8 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
     a->sm_scale = 1.0f / sqrtf((float)D);
     a->window_left = p->window > 0 ? p->window : -1;
     a->logit_softcap = p->softcap;
-    const qattn_decode_options opt = {.variant = QATTN_DECODE_AUTO, .num_splits = p->splits};
+    qattn_decode_options opt = QATTN_DECODE_OPTIONS_INIT;
+    opt.num_splits = p->splits;
     if (qattn_decode_plan_create(ctx, a, &opt, &l.plan) != QATTN_OK) {
         snprintf(res->error, sizeof res->error, "plan: %s", qattn_last_error(ctx));
         goto done;

@@ -233,7 +233,8 @@ int bench_embed_record(qattn_context *ctx, const bench_preset *p, const bench_co
                 r.kv_lens.buffer = cb[7];
                 r.o.buffer = cb[8];
                 r.o.offset = 0;
-                const qattn_decode_options ro = {.variant = QATTN_DECODE_SIMT};
+                qattn_decode_options ro = QATTN_DECODE_OPTIONS_INIT;
+                ro.variant = QATTN_DECODE_SIMT;
                 qattn_decode_plan rp;
                 qattn_buffer *rws = NULL;
                 ok = qattn_decode_plan_create(cpu, &r, &ro, &rp) == QATTN_OK &&

@@ -101,7 +101,8 @@ static int reference(const bench_preset *p, const uint8_t *q, const uint8_t *k, 
         .clean_logits = 1,
     };
     /* As for decode: QATTN_MQA_VARIANT is for the measured backend. */
-    const qattn_mqa_logits_options ref_opt = {.variant = QATTN_MQA_DIRECT};
+    qattn_mqa_logits_options ref_opt = QATTN_MQA_LOGITS_OPTIONS_INIT;
+    ref_opt.variant = QATTN_MQA_DIRECT;
     qattn_mqa_logits_plan plan;
     int rc = (qattn_mqa_logits_plan_create(cpu, &a, &ref_opt, &plan) == QATTN_OK &&
               qattn_mqa_logits_run(cpu, &plan, &a, NULL, 0) == QATTN_OK) ? 0 : -1;

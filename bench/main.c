@@ -27,7 +27,8 @@
  * a Vulkan device that is itself a CPU rasterizer (llvmpipe) still counts,
  * since it runs the Vulkan shaders for real. */
 static qattn_context *open_backend(const char *want, const char *device, char *err, size_t n) {
-    qattn_context_options opt = {.device = device};
+    qattn_context_options opt = QATTN_CONTEXT_OPTIONS_INIT;
+    opt.device = device;
     const qattn_backend_iface *b;
     const char *name = NULL;
     for (int i = 0; (b = qattn_backend_at(i, &name)); ++i) {

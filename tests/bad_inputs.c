@@ -188,7 +188,8 @@ static void run_decode(qattn_context *ctx, const dinput *in, how h, result *res)
     if (h == RUN_PAST_PLAN_MAX_LEN) planned.max_kv_len = in->max_kv_len / 2;
     qattn_decode_plan plan;
     memset(&plan, 0, sizeof plan);
-    qattn_decode_options opt = {QATTN_DECODE_AUTO, 2};
+    qattn_decode_options opt = QATTN_DECODE_OPTIONS_INIT;
+    opt.num_splits = 2;
     res->st = qattn_decode_plan_create(ctx, &planned, &opt, &plan);
     if (res->st == QATTN_OK) {
         if (h == RUN_EDITED_PLAN) {
@@ -290,8 +291,7 @@ static int make_contexts(qattn_context **cpu, qattn_context **vk) {
         printf("    cpu context: %s\n", err);
         return 1;
     }
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     o.debug_validation = 1;
     qattn_status s = qattn_context_create(qattn_backend_vulkan(), &o, vk, err, sizeof err);
     if (s == QATTN_ERR_BACKEND_UNAVAILABLE) return 77;
@@ -424,8 +424,14 @@ static int vulkan_child(int which) {
         s = qattn_buffer_wrap(ctx, &nb, 4096, &w);
         EXPECT(s == QATTN_ERR_OUT_OF_BOUNDS && w == NULL && strstr(qattn_last_error(ctx), "native.size"),
                "wrap 1 KiB claiming native.size 4 KiB: %s", qattn_status_name(s));
-        /* The honest wrap works, and a 4 KiB upload into it is refused. */
+        /* reserved is 0 or the struct is not read at all. */
         nb.size = 1024;
+        nb.reserved = 1;
+        s = qattn_buffer_wrap(ctx, &nb, 1024, &w);
+        EXPECT(s == QATTN_ERR_INVALID_ARGUMENT && w == NULL && strstr(qattn_last_error(ctx), "native.reserved"),
+               "wrap with native.reserved 1: %s", qattn_status_name(s));
+        nb.reserved = 0;
+        /* The honest wrap works, and a 4 KiB upload into it is refused. */
         s = qattn_buffer_wrap(ctx, &nb, 1024, &w);
         EXPECT(s == QATTN_OK, "honest wrap: %s", qattn_status_name(s));
         if (w) {

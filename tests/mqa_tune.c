@@ -167,7 +167,9 @@ static int pinned_plan(qattn_context *dev, const qattn_mqa_logits_args *a, int m
     char m[2] = {(char)('0' + mt), 0}, n[2] = {(char)('0' + nt), 0};
     setenv("QATTN_MQA_MTILES", m, 1);
     setenv("QATTN_MQA_NTILES", n, 1);
-    const qattn_mqa_logits_options o = {QATTN_MQA_COOPMAT, 0, g};
+    qattn_mqa_logits_options o = QATTN_MQA_LOGITS_OPTIONS_INIT;
+    o.variant = QATTN_MQA_COOPMAT;
+    o.kv_slices = g;
     const qattn_status s = qattn_mqa_logits_plan_create(dev, a, &o, out);
     unsetenv("QATTN_MQA_MTILES");
     unsetenv("QATTN_MQA_NTILES");
@@ -190,8 +192,7 @@ int main(int argc, char **argv) {
     }
     qattn_context *dev = NULL, *cpu = NULL;
     char err[512];
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     o.device = device;
     if (qattn_context_create(qattn_backend_vulkan(), &o, &dev, err, sizeof err) != QATTN_OK) {
         printf("SKIP: %s\n", err);

@@ -61,7 +61,8 @@ static void test_context_errors(void **state) {
     qattn_backend_iface broken = *qattn_backend_cpu();
     broken.buffer_alloc = NULL;
     assert_int_equal(qattn_context_create(&broken, NULL, &ctx, err, sizeof err), QATTN_ERR_INVALID_ARGUMENT);
-    qattn_context_options opt = {.device = "7"};
+    qattn_context_options opt = QATTN_CONTEXT_OPTIONS_INIT;
+    opt.device = "7";
     assert_int_equal(qattn_context_create(qattn_backend_cpu(), &opt, &ctx, err, sizeof err),
                      QATTN_ERR_BACKEND_UNAVAILABLE);
     assert_non_null(strstr(err, "device"));

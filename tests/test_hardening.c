@@ -249,7 +249,8 @@ static void test_fuzz_found_caps_and_dtype(void **state) {
     qattn_decode_args a = f->a;
     a.k_cache.dtype = a.v_cache.dtype = QATTN_DTYPE_INVALID;
     for (int v = 0; v < QATTN_DECODE_VARIANT_COUNT; ++v) {
-        qattn_decode_options o = {(qattn_decode_variant)v, 0};
+        qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;
+        o.variant = (qattn_decode_variant)v;
         assert_int_equal(qattn_decode_plan_compute(&caps, &a, &o, &plan, err, sizeof err), QATTN_ERR_DTYPE);
         assert_non_null(strstr(err, "k_cache"));
     }

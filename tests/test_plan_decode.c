@@ -124,8 +124,7 @@ static void describe(const qattn_device_caps *c, shape s, int rank, qattn_decode
 
 static qattn_status plan_of(const qattn_device_caps *c, const qattn_decode_args *a,
                             qattn_decode_variant pin, int splits, qattn_decode_plan *p, char *err) {
-    qattn_decode_options o;
-    memset(&o, 0, sizeof o);
+    qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;
     o.variant = pin;
     o.num_splits = splits;
     err[0] = '\0';
@@ -912,7 +911,8 @@ static void test_refusals(void **state) {
     EXPECT_EQ(qattn_decode_plan_compute(&h, NULL, NULL, &p, err, sizeof err), QATTN_ERR_INVALID_ARGUMENT);
     EXPECT_EQ(qattn_decode_plan_compute(&h, &a, NULL, NULL, err, sizeof err), QATTN_ERR_INVALID_ARGUMENT);
     /* an unknown variant in the options */
-    qattn_decode_options o = {(qattn_decode_variant)QATTN_DECODE_VARIANT_COUNT, 0};
+    qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;
+    o.variant = (qattn_decode_variant)QATTN_DECODE_VARIANT_COUNT;
     p = poison;
     EXPECT_EQ(qattn_decode_plan_compute(&h, &a, &o, &p, err, sizeof err), QATTN_ERR_INVALID_ARGUMENT);
     expect_contains(err, "options.variant");
@@ -980,8 +980,7 @@ static void test_env_pin(void **state) {
         expect_contains(qattn_last_error(ctx), "matrix gate: device cpu has no matrix unit");
     }
     /* options win over the environment */
-    qattn_decode_options o;
-    memset(&o, 0, sizeof o);
+    qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;
     o.variant = QATTN_DECODE_SIMT;
     assert_int_equal(qattn_decode_plan_create(ctx, &a, &o, &p), QATTN_OK);
     EXPECT_EQ(p.variant, QATTN_DECODE_SIMT);

@@ -58,7 +58,10 @@ static qattn_status plan_for(const qattn_device_caps *c, mqa_shape s, qattn_mqa_
                              int32_t rows, int32_t slices, qattn_mqa_logits_plan *p, char *err,
                              size_t n) {
     qattn_mqa_logits_args a = make_args(s, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FN);
-    qattn_mqa_logits_options o = {v, rows, slices};
+    qattn_mqa_logits_options o = QATTN_MQA_LOGITS_OPTIONS_INIT;
+    o.variant = v;
+    o.rows_per_subgroup = rows;
+    o.kv_slices = slices;
     memset(p, 0x5A, sizeof *p);
     return qattn_mqa_logits_plan_compute(c, &a, &o, p, err, n);
 }
@@ -205,7 +208,9 @@ static void test_launcher_contract(void **state) {
                             mqa_shape s = {sizes[si][0], sizes[si][1], heads[hi], dims[ki]};
                             qattn_mqa_logits_args a =
                                 make_args(s, QATTN_FP8_E4M3FNUZ, QATTN_FP8_E4M3FN);
-                            qattn_mqa_logits_options o = {(qattn_mqa_variant)v, pins[pi], 0};
+                            qattn_mqa_logits_options o = QATTN_MQA_LOGITS_OPTIONS_INIT;
+                            o.variant = (qattn_mqa_variant)v;
+                            o.rows_per_subgroup = pins[pi];
                             qattn_mqa_logits_plan p;
                             char err[256] = "";
                             qattn_status st = qattn_mqa_logits_plan_compute(&devs[di], &a, &o, &p,
@@ -486,7 +491,8 @@ static void test_plan_create_env(void **state) {
     assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_OK);
     assert_int_equal(p.variant, QATTN_MQA_DIRECT);
     /* Options win over the environment. */
-    qattn_mqa_logits_options o = {QATTN_MQA_STAGED, 0, 0};
+    qattn_mqa_logits_options o = QATTN_MQA_LOGITS_OPTIONS_INIT;
+    o.variant = QATTN_MQA_STAGED;
     assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, &o, &p), QATTN_OK);
     assert_int_equal(p.variant, QATTN_MQA_STAGED);
     setenv("QATTN_MQA_VARIANT", "coopmat", 1);

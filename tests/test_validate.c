@@ -223,7 +223,8 @@ static void test_decode_rules(void **state) {
 static void test_decode_baseline_and_plan_rules(void **state) {
     decode_fix *f = *state;
     qattn_decode_plan plan;
-    qattn_decode_options opt = {.variant = QATTN_DECODE_AUTO, .num_splits = 4};
+    qattn_decode_options opt = QATTN_DECODE_OPTIONS_INIT;
+    opt.num_splits = 4;
     assert_int_equal(qattn_decode_plan_create(f->ctx, &f->a, &opt, &plan), QATTN_OK);
     assert_int_equal(plan.num_splits, 4);
     /* A plan for another shape is refused. */

@@ -32,8 +32,7 @@ static qt_step step; /* inputs and reference, read-only once made */
     } while (0)
 
 static qattn_context *open_ctx(int validation, char *err, size_t n, qattn_status *st) {
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     o.debug_validation = validation;
     qattn_context *ctx = NULL;
     *st = qattn_context_create(qattn_backend_vulkan(), &o, &ctx, err, n);

@@ -97,8 +97,7 @@ static qattn_vulkan_pipeline_stats stats_of(qattn_context *ctx) {
 
 static qattn_context *import(qt_vk *v, int validation) {
     qattn_vulkan_device d = qt_vk_import_desc(v);
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     o.debug_validation = validation;
     qattn_context *ctx = NULL;
     char err[512];
@@ -314,6 +313,9 @@ static void test_cache_reuse(qt_vk *v, const qt_step *s, const void *blob, size_
     /* Bad warm-up sets are refused. */
     set.size = 1;
     CHECK(qattn_vulkan_warmup(ctx, &set) == QATTN_ERR_INVALID_ARGUMENT, "a bad set size was accepted");
+    set.size = sizeof set + 8; /* a newer header's: its fields would be ignored */
+    CHECK(qattn_vulkan_warmup(ctx, &set) == QATTN_ERR_INVALID_ARGUMENT, "a set size past sizeof was accepted");
+    CHECK(strstr(qattn_last_error(ctx), "set->size") != NULL, "message: %s", qattn_last_error(ctx));
     set.size = sizeof set;
     set.kv_store_dtypes = 1u << QATTN_F32;
     CHECK(qattn_vulkan_warmup(ctx, &set) == QATTN_ERR_INVALID_ARGUMENT, "an f32 kv store was accepted");
@@ -325,8 +327,7 @@ static void test_cache_reuse(qt_vk *v, const qt_step *s, const void *blob, size_
  * makes VkBuffers on it, wraps them and runs the KV store of the step. */
 static void test_own_device_wrap(const qt_step *s) {
     char err[512];
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     o.debug_validation = validation;
     qattn_context *ctx = NULL;
     if (qattn_context_create(qattn_backend_vulkan(), &o, &ctx, err, sizeof err) != QATTN_OK) {
@@ -340,6 +341,17 @@ static void test_own_device_wrap(const qt_step *s) {
           qattn_last_error(ctx));
     d.size = 4;
     CHECK(qattn_vulkan_get_device(ctx, &d) == QATTN_ERR_INVALID_ARGUMENT, "out->size 4 accepted");
+    d.size = sizeof d + 8;
+    CHECK(qattn_vulkan_get_device(ctx, &d) == QATTN_ERR_INVALID_ARGUMENT, "out->size past sizeof accepted");
+    qattn_vulkan_pipeline_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st + 8;
+    CHECK(qattn_vulkan_pipeline_stats_get(ctx, &st) == QATTN_ERR_INVALID_ARGUMENT,
+          "pipeline stats out->size past sizeof accepted");
+    CHECK(strstr(qattn_last_error(ctx), "out->size") != NULL, "message: %s", qattn_last_error(ctx));
+    st.size = sizeof st - 1;
+    CHECK(qattn_vulkan_pipeline_stats_get(ctx, &st) == QATTN_ERR_INVALID_ARGUMENT,
+          "pipeline stats out->size below sizeof accepted");
     d.size = sizeof d;
     qattn_vulkan_get_device(ctx, &d);
     qt_vk v;
@@ -373,7 +385,22 @@ static void test_refusals(qt_vk *v) {
     CHECK(qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
           "size 8 accepted");
     CHECK(strstr(err, "device->size") != NULL, "message: %s", err);
+    d.size = sizeof d + 8;
+    CHECK(qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
+          "device->size past sizeof accepted");
+    CHECK(strstr(err, "device->size") != NULL, "message: %s", err);
+    /* The options follow the rule of qattn.h: a size no version has is
+     * refused before the device is looked at. */
     d = qt_vk_import_desc(v);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
+    o.size = 0;
+    CHECK(qattn_vulkan_context_create(&d, &o, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
+          "options.size 0 accepted");
+    CHECK(strstr(err, "options.size is 0") && strstr(err, "QATTN_CONTEXT_OPTIONS_INIT"), "message: %s", err);
+    o.size = sizeof o + 8;
+    CHECK(qattn_vulkan_context_create(&d, &o, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
+          "options.size past sizeof accepted");
+    CHECK(strstr(err, "options.size: ") != NULL, "message: %s", err);
     d.queue_family = 99;
     CHECK(qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT,
           "queue family 99 accepted");

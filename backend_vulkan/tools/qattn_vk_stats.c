@@ -41,8 +41,7 @@ int main(int argc, char **argv) {
         spec[n_spec++] = (uint32_t)strtoul(tok, NULL, 0);
     char err[1024] = "";
     void *be = NULL;
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     if (qattn_vk_create_ex(&o, 1, &be, err, sizeof err) != QATTN_OK) {
         fprintf(stderr, "no device: %s\n", err);
         return 77;

@@ -24,15 +24,16 @@ qattn_status qattn_context_create(const qattn_backend_iface *backend,
         return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT,
                           "backend: table is incomplete or of another ABI (want %d)",
                           QATTN_BACKEND_ABI);
-    qattn_context_options defaults;
-    memset(&defaults, 0, sizeof defaults);
-    if (!options) options = &defaults;
+    /* The backend reads this build's layout only. */
+    qattn_context_options opt;
+    qattn_status rs = qattn__read_context_options(options, &opt, err, err_size);
+    if (rs != QATTN_OK) return rs;
 
     qattn_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return qattn__err(err, err_size, QATTN_ERR_OUT_OF_MEMORY, "context: out of memory");
     ctx->iface = backend;
     char why[QATTN_ERROR_BYTES] = "";
-    qattn_status s = backend->create(options, &ctx->be, why, sizeof why);
+    qattn_status s = backend->create(&opt, &ctx->be, why, sizeof why);
     if (s == QATTN_OK) s = backend->get_caps(ctx->be, &ctx->caps);
     if (s != QATTN_OK) {
         if (ctx->be) backend->destroy(ctx->be);

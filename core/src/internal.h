@@ -39,6 +39,18 @@ qattn_status qattn__fail(qattn_context *ctx, qattn_status s, const char *fmt, ..
 #endif
     ;
 
+/* ---- options (core/src/options.c) ----
+ * Each copies the caller's options (NULL = defaults) into *out, a struct of
+ * this build's layout with its size set, by the rule of qattn.h ("option
+ * structs"); on failure it names options.size and *out holds the defaults.
+ * Code past these reads only *out. */
+qattn_status qattn__read_context_options(const qattn_context_options *in, qattn_context_options *out,
+                                         char *err, size_t n);
+qattn_status qattn__read_decode_options(const qattn_decode_options *in, qattn_decode_options *out,
+                                        char *err, size_t n);
+qattn_status qattn__read_mqa_logits_options(const qattn_mqa_logits_options *in,
+                                            qattn_mqa_logits_options *out, char *err, size_t n);
+
 /* ---- descriptor validation (core/src/validate_*.c) ----
  * Each returns QATTN_OK or a status with a message naming the argument and
  * the rule. `dtype_mask` is a bit set of (1u << qattn_dtype). */

@@ -209,7 +209,11 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
     if (s != QATTN_OK) return s;
     s = check_shapes(args, err, err_size);
     if (s != QATTN_OK) return s;
-    const qattn_decode_variant pin = options ? options->variant : QATTN_DECODE_AUTO;
+    qattn_decode_options opt; /* what follows reads this build's layout only */
+    s = qattn__read_decode_options(options, &opt, err, err_size);
+    if (s != QATTN_OK) return s;
+    options = &opt;
+    const qattn_decode_variant pin = options->variant;
     if ((int)pin < 0 || pin >= QATTN_DECODE_VARIANT_COUNT)
         return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "options.variant: %d unknown",
                           (int)pin);
@@ -353,8 +357,8 @@ qattn_status qattn_decode_plan_create(qattn_context *ctx, const qattn_decode_arg
     qattn_status s = qattn__validate_decode(args, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
     qattn_decode_options o;
-    memset(&o, 0, sizeof o);
-    if (options) o = *options;
+    s = qattn__read_decode_options(options, &o, ctx->last_error, sizeof ctx->last_error);
+    if (s != QATTN_OK) return s;
     if (o.variant == QATTN_DECODE_AUTO) {
         const char *env = qattn__getenv("QATTN_DECODE_VARIANT");
         if (env && !parse_variant(env, &o.variant))

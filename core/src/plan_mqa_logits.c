@@ -409,8 +409,9 @@ static qattn_status plan_compute(const qattn_device_caps *caps, const qattn_mqa_
     qattn_status bounds = qattn__check_caps(caps, err, err_size);
     if (bounds == QATTN_OK) bounds = qattn__check_mqa_logits_shapes(args, err, err_size);
     if (bounds != QATTN_OK) return bounds;
-    qattn_mqa_logits_options opt = {QATTN_MQA_AUTO, 0, 0};
-    if (options) opt = *options;
+    qattn_mqa_logits_options opt; /* what follows reads this build's layout only */
+    bounds = qattn__read_mqa_logits_options(options, &opt, err, err_size);
+    if (bounds != QATTN_OK) return bounds;
     if ((int)opt.variant < QATTN_MQA_AUTO || opt.variant >= QATTN_MQA_VARIANT_COUNT)
         return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT,
                           "options.variant: %d is not a qattn_mqa_variant", (int)opt.variant);
@@ -518,8 +519,9 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
     if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
     qattn_status s = qattn__validate_mqa_logits(args, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
-    qattn_mqa_logits_options opt = {QATTN_MQA_AUTO, 0, 0};
-    if (options) opt = *options;
+    qattn_mqa_logits_options opt;
+    s = qattn__read_mqa_logits_options(options, &opt, ctx->last_error, sizeof ctx->last_error);
+    if (s != QATTN_OK) return s;
     const char *env = qattn__getenv("QATTN_MQA_VARIANT");
     if (opt.variant == QATTN_MQA_AUTO && env) {
         qattn_mqa_variant v = QATTN_MQA_VARIANT_COUNT;

@@ -180,7 +180,8 @@ static inline int qt_step_reference(qt_step *s, char *err, size_t n) {
     qattn_kv_store_args kv = qt_step_kv_args(s, buf, 0);
     qattn_decode_args de = qt_step_decode_args(s, buf, 0);
     qattn_mqa_logits_args mq = qt_step_mqa_args(s, buf, 0);
-    const qattn_decode_options dopt = {QATTN_DECODE_SIMT, 0};
+    qattn_decode_options dopt = QATTN_DECODE_OPTIONS_INIT;
+    dopt.variant = QATTN_DECODE_SIMT;
     qattn_decode_plan dp;
     qattn_mqa_logits_plan mp;
     qattn_buffer *dws = NULL;

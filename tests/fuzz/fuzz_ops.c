@@ -410,8 +410,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     call c;
     memset(&c, 0, sizeof c);
     qattn_decode_args da;
-    qattn_decode_options dopt = {QATTN_DECODE_AUTO, 0};
-    qattn_mqa_logits_options mopt = {QATTN_MQA_AUTO, 0, 0};
+    qattn_decode_options dopt = QATTN_DECODE_OPTIONS_INIT;
+    qattn_mqa_logits_options mopt = QATTN_MQA_LOGITS_OPTIONS_INIT;
     int32_t clean = 0;
     if (op == 0) build_decode(&f, &rng, &c, &da, &dopt);
     else if (op == 1) build_kv_store(&f, &rng, &c);

@@ -69,7 +69,9 @@ static void fuzz_decode(fz *f, const qattn_device_caps *c) {
     a.max_kv_len = fz_i32(f, 4096);
     a.sm_scale = 0.125f;
     a.window_left = -1;
-    qattn_decode_options o = {(qattn_decode_variant)fz_i32(f, QATTN_DECODE_AUTO), fz_i32(f, 0)};
+    qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;
+    o.variant = (qattn_decode_variant)fz_i32(f, QATTN_DECODE_AUTO);
+    o.num_splits = fz_i32(f, 0);
     if (fz_u8(f) & 1) o.variant = (qattn_decode_variant)fz_pick(f, QATTN_DECODE_VARIANT_COUNT);
     qattn_decode_plan p;
     char err[512] = "";
@@ -124,8 +126,10 @@ static void fuzz_mqa(fz *f, const qattn_device_caps *c) {
     a.ks = mk(f, QATTN_I32, 1, S, 0, 0, 0);
     a.ke = mk(f, QATTN_I32, 1, S, 0, 0, 0);
     a.logits = mk(f, QATTN_F32, 2, S, Skv, 0, 0);
-    qattn_mqa_logits_options o = {(qattn_mqa_variant)fz_pick(f, QATTN_MQA_VARIANT_COUNT + 1),
-                                  fz_i32(f, 0), fz_i32(f, 0)};
+    qattn_mqa_logits_options o = QATTN_MQA_LOGITS_OPTIONS_INIT;
+    o.variant = (qattn_mqa_variant)fz_pick(f, QATTN_MQA_VARIANT_COUNT + 1);
+    o.rows_per_subgroup = fz_i32(f, 0);
+    o.kv_slices = fz_i32(f, 0);
     qattn_mqa_logits_plan p;
     char err[512] = "";
     qattn_status st = qattn_mqa_logits_plan_compute(c, &a, fz_u8(f) & 1 ? &o : NULL, &p, err, sizeof err);

@@ -109,8 +109,7 @@ int main(void) {
     hipSetDevice(0);
     char sel[16], err[1024] = "";
     snprintf(sel, sizeof sel, "%d", count - 1);
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     o.device = sel;
     if (qattn_context_create(qattn_backend_hip(), &o, &dev, err, sizeof err) != QATTN_OK) {
         printf("SKIP: %s\n", err);

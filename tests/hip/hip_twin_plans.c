@@ -143,7 +143,8 @@ static int decode_case(int idx, qattn_dtype fmt, int G, int splits, int window, 
         a[w].logit_softcap = cap;
     }
     const qattn_device_caps c12 = amd_caps(1);
-    qattn_decode_options opt = {QATTN_DECODE_AUTO, splits};
+    qattn_decode_options opt = QATTN_DECODE_OPTIONS_INIT;
+    opt.num_splits = splits;
     qattn_decode_plan plan, rplan;
     char err[512] = "";
     int ok = 1;
@@ -234,7 +235,8 @@ static int mqa_case(int idx, int64_t S, int64_t H, int64_t D, int64_t Skv, qattn
         a[x].clean_logits = clean;
     }
     const qattn_device_caps c942 = amd_caps(0);
-    qattn_mqa_logits_options opt = {QATTN_MQA_STAGED, 0, 0};
+    qattn_mqa_logits_options opt = QATTN_MQA_LOGITS_OPTIONS_INIT;
+    opt.variant = QATTN_MQA_STAGED;
     qattn_mqa_logits_plan plan, rplan;
     char err[512] = "";
     int ok = 1;

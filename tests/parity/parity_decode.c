@@ -541,8 +541,7 @@ static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
             return;
         }
     }
-    qattn_decode_options dev_o;
-    memset(&dev_o, 0, sizeof dev_o);
+    qattn_decode_options dev_o = QATTN_DECODE_OPTIONS_INIT;
     dev_o.num_splits = c->splits;
     if (pc->variant && !parse_variant(pc->variant, &dev_o.variant)) {
         pt_fail(pc, &rng, name, "--variant %s is not a decode variant", pc->variant);

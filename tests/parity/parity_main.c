@@ -81,8 +81,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cannot create the cpu reference context: %s\n", err);
         return 1;
     }
-    qattn_context_options o;
-    memset(&o, 0, sizeof o);
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
     o.device = device;
     o.debug_validation = validation && strcmp(backend, "vulkan") == 0;
     qattn_status s = qattn_context_create(iface, &o, &pc.dev, err, sizeof err);

@@ -367,7 +367,8 @@ static void run_case(parity_ctx *pc, const mqa_case *c, int idx) {
     case_name(c, idx, name, sizeof name);
     if (!pt_selected(pc, name)) return;
     qt_rng rng = qt_rng_for(name);
-    qattn_mqa_logits_options o = {c->variant, 0, 0};
+    qattn_mqa_logits_options o = QATTN_MQA_LOGITS_OPTIONS_INIT;
+    o.variant = c->variant;
     int forced_globally = 0;
     if (pc->variant) {
         if (!parse_variant(pc->variant, &o.variant)) {
@@ -531,7 +532,7 @@ static void run_long(parity_ctx *pc) {
         a.logits = qattn_tensor_contiguous(b[6], 0, QATTN_F32, 2, ls);
         a.logits.strides[0] = lrow;
         a.clean_logits = 1;
-        qattn_mqa_logits_options o = {QATTN_MQA_AUTO, 0, 0};
+        qattn_mqa_logits_options o = QATTN_MQA_LOGITS_OPTIONS_INIT;
         if (pc->variant && !parse_variant(pc->variant, &o.variant)) o.variant = QATTN_MQA_AUTO;
         s = qattn_mqa_logits_plan_create(ctx, &a, &o, &plan);
         if (s == QATTN_ERR_VARIANT_GATE) {

@@ -45,8 +45,8 @@ struct qattn_backend_iface {
     uint32_t abi_version;  /* QATTN_BACKEND_ABI */
 
     /* Required. Creates an instance on the device named by options (never
-     * NULL here: the core passes defaults). Writes a reason into err on
-     * failure. */
+     * NULL here: the core passes a full-size copy of the caller's, or the
+     * defaults). Writes a reason into err on failure. */
     qattn_status (*create)(const qattn_context_options *options, void **be,
                            char *err, size_t err_size);
     /* Required. Destroys an instance; be may be NULL. */
@@ -105,6 +105,14 @@ struct qattn_backend_iface {
  *  Takes ownership of `be`: on failure it is destroyed with iface->destroy. */
 QATTN_API qattn_status qattn_context_adopt(const qattn_backend_iface *iface, void *be,
                                            qattn_context **out, char *err, size_t err_size);
+/** For a backend's own context-creating calls (qattn_vulkan_context_create):
+ *  checks options->size by the rule of qattn.h ("option structs") and writes
+ *  a copy in this build's layout to *out (NULL options = the defaults), so
+ *  the backend reads only *out, never past the caller's size. Returns
+ *  QATTN_ERR_INVALID_ARGUMENT with the reason in err (may be NULL). */
+QATTN_API qattn_status qattn_context_options_copy(const qattn_context_options *options,
+                                                  qattn_context_options *out, char *err,
+                                                  size_t err_size);
 /** The backend instance of ctx when ctx runs `iface`; NULL otherwise (NULL
  *  ctx, or a context of another backend). */
 QATTN_API void *qattn_context_backend_instance(qattn_context *ctx, const qattn_backend_iface *iface);

@@ -12,6 +12,8 @@
  *   argument and the rule it broke; outputs are left untouched.
  * - Free functions accept NULL.
  * - No global mutable state: use one context per thread.
+ * - Option structs carry their size (see "option structs" below), so fields
+ *   can be added without breaking programs built against an older header.
  */
 #ifndef QATTN_QATTN_H
 #define QATTN_QATTN_H
@@ -99,6 +101,25 @@ QATTN_API size_t qattn_dtype_size(qattn_dtype t);
 /** Returns "bf16", "fp8_e4m3fn", ...; "invalid" for anything else. */
 QATTN_API const char *qattn_dtype_name(qattn_dtype t);
 
+/* ---- option structs ---------------------------------------------------
+ * Every options struct (qattn_context_options, qattn_decode_options,
+ * qattn_mqa_logits_options) starts with `size_t size`: the struct's sizeof
+ * as the caller's header declares it. Start from the struct's _INIT macro,
+ * which sets the size and every default, then set what you need:
+ *
+ *     qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;
+ *     o.num_splits = 4;
+ *
+ * Later versions add fields only at the end, each version's sizeof larger
+ * than the one before, and a field's zero is always its default. The
+ * library accepts the sizeof of any version up to its own: it reads the
+ * fields of that version and takes the later ones as zero, so a program
+ * built against an older header keeps its meaning. Any other size (0, one
+ * below the first version's, one above this library's sizeof: a header
+ * newer than the library) fails with QATTN_ERR_INVALID_ARGUMENT, naming
+ * the argument and the struct, and nothing is done. A NULL options pointer
+ * means all defaults. The structs of qattn/vulkan.h follow the same rule. */
+
 /* ---- contexts and buffers -------------------------------------------- */
 typedef struct qattn_context qattn_context;
 typedef struct qattn_buffer qattn_buffer;
@@ -111,6 +132,7 @@ typedef struct qattn_backend_iface qattn_backend_iface;
 QATTN_API const qattn_backend_iface *qattn_backend_cpu(void);
 
 typedef struct qattn_context_options {
+    size_t size; /* sizeof(qattn_context_options): see "option structs" */
     /** Device selector: NULL or "" = backend default (for Vulkan the env var
      *  QATTN_VULKAN_DEVICE, then device 0); a decimal index; or a
      *  case-insensitive substring of the device name. */
@@ -123,8 +145,12 @@ typedef struct qattn_context_options {
     void *stream;
 } qattn_context_options;
 
+/** The defaults: the backend's default device, no validation, the default
+ *  stream. `qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;` */
+#define QATTN_CONTEXT_OPTIONS_INIT {sizeof(qattn_context_options), NULL, 0, NULL}
+
 /** Creates a context owning one instance of `backend` on one device.
- *  `options` may be NULL. On failure *out is NULL and the status says why;
+ *  `options` may be NULL (all defaults). On failure *out is NULL and the status says why;
  *  the reason text is returned in `err` when non-NULL (contexts that failed
  *  to be created have no last-error of their own).
  *  Returns QATTN_OK, QATTN_ERR_INVALID_ARGUMENT, QATTN_ERR_BACKEND_UNAVAILABLE
@@ -275,9 +301,14 @@ typedef enum qattn_decode_variant {
 QATTN_API const char *qattn_decode_variant_name(qattn_decode_variant v);
 
 typedef struct qattn_decode_options {
+    size_t size;                  /* sizeof(qattn_decode_options): see "option structs" */
     qattn_decode_variant variant; /* AUTO, or pin one (gate failure = error) */
     int32_t num_splits;           /* 0 = planner's choice, else 1..QATTN_MAX_SPLITS */
 } qattn_decode_options;
+
+/** The defaults: the planner chooses the variant and the splits.
+ *  `qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;` */
+#define QATTN_DECODE_OPTIONS_INIT {sizeof(qattn_decode_options), QATTN_DECODE_AUTO, 0}
 
 #define QATTN_MAX_SPLITS 256
 #define QATTN_REASON_BYTES 256
@@ -408,10 +439,15 @@ typedef enum qattn_mqa_variant {
 QATTN_API const char *qattn_mqa_variant_name(qattn_mqa_variant v);
 
 typedef struct qattn_mqa_logits_options {
+    size_t size;                /* sizeof(qattn_mqa_logits_options): see "option structs" */
     qattn_mqa_variant variant;  /* AUTO or pinned */
     int32_t rows_per_subgroup;  /* 0 = planner, else 1, 2 or 4 */
     int32_t kv_slices;          /* 0 = planner */
 } qattn_mqa_logits_options;
+
+/** The defaults: the planner chooses variant, rows per subgroup and slices.
+ *  `qattn_mqa_logits_options o = QATTN_MQA_LOGITS_OPTIONS_INIT;` */
+#define QATTN_MQA_LOGITS_OPTIONS_INIT {sizeof(qattn_mqa_logits_options), QATTN_MQA_AUTO, 0, 0}
 
 #if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
 #pragma GCC diagnostic push

@@ -2,7 +2,7 @@
  * The Vulkan backend (library qattn_vulkan, CMake target qattn::vulkan).
  *
  *   qattn_context *ctx;
- *   qattn_context_options o = {0};
+ *   qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
  *   o.device = "0";               // or a name substring; NULL = QATTN_VULKAN_DEVICE, then 0
  *   qattn_context_create(qattn_backend_vulkan(), &o, &ctx, err, sizeof err);
  *
@@ -66,6 +66,11 @@ typedef struct VkCommandBuffer_T *VkCommandBuffer;
 QATTN_API const qattn_backend_iface *qattn_backend_vulkan(void);
 
 /* ---- a context on the caller's device ---------------------------------- */
+
+/* The structs below that start with `size` follow the rule of qattn.h
+ * ("option structs"); each is in its first version, so a size other than
+ * its sizeof (a larger one is a header newer than the library) fails with
+ * QATTN_ERR_INVALID_ARGUMENT naming it. */
 
 /** A device the caller created. Set `size` to sizeof(qattn_vulkan_device);
  *  fields added in later versions go at the end, and a smaller size means
@@ -215,7 +220,13 @@ typedef struct qattn_vulkan_pipeline_stats {
 QATTN_API qattn_status qattn_vulkan_pipeline_stats_get(qattn_context *ctx,
                                                        qattn_vulkan_pipeline_stats *out);
 
-/** What `native` points to in qattn_buffer_wrap on this backend. */
+/** What `native` points to in qattn_buffer_wrap on this backend. Unlike
+ *  the option structs it has no leading size: it describes a VkBuffer (its
+ *  `size` is the buffer's, as VkBufferCreateInfo names it), and `reserved`
+ *  is its room to grow instead: it must be 0 (anything else is refused with
+ *  QATTN_ERR_INVALID_ARGUMENT and nothing is wrapped), so a later layout can
+ *  mark itself there and a library that does not know it refuses it rather
+ *  than misread it. */
 typedef struct qattn_vk_native_buffer {
     const void *buffer; /* points to the VkBuffer */
     uint64_t size;      /* VkBufferCreateInfo::size it was created with */
