@@ -262,7 +262,7 @@ void main() {
     // Per lane and softmax row: running max (log2 units), partial sum.
     float m[RPL], l[RPL], qf_r[RPL];
     int lo_r[RPL], hi_r[RPL];
-    UNROLL for (int i = 0; i < RPL; ++i) {
+    [[unroll]] for (int i = 0; i < RPL; ++i) {
         const int n = lane / C + RG * i;
         m[i] = QA_NEG_INF;
         l[i] = 0.0;
@@ -277,7 +277,7 @@ void main() {
         qf_r[i] = 0.0;
     }
     sync_shared();
-    UNROLL for (int i = 0; i < RPL; ++i) {
+    [[unroll]] for (int i = 0; i < RPL; ++i) {
         const int n = lane / C + RG * i;
         qf_r[i] = n < NR ? sqf[n] * pc.sm_scale : 0.0;
     }
@@ -445,25 +445,28 @@ void main() {
 #endif
         sync_shared();
 
-        // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i
+        // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i.
+        // Unrolled and branch-free up to the stores: the row loop indexes
+        // the per-row arrays (a loop the driver does not unroll puts them
+        // in local memory), and the reductions must run in converged
+        // control flow (NVIDIA turns a shuffle under a divergent branch into
+        // a call to a slow path). Padding rows compute on -inf and store
+        // nothing.
         if (QA_KEEP(4)) {
             const int kq = lane % C;
-            UNROLL for (int i = 0; i < RPL; ++i) {
+            [[unroll]] for (int i = 0; i < RPL; ++i) {
                 const int n = lane / C + RG * i;
-                // Padding rows' columns are never read: no work for them
-                // (uniform: every lane of a row group has the same n).
-                if (n >= ROWS) continue;
+                const bool real = n < ROWS;
+                const int nn = min(n, NR - 1);
                 float s[KPL];
                 float tmax = QA_NEG_INF;
-                UNROLL for (int j = 0; j < KPL; ++j) {
+                [[unroll]] for (int j = 0; j < KPL; ++j) {
                     const int key = kq + C * j;
                     const int p = spos[key];
-                    float x = QA_NEG_INF;
-                    if (p >= 0 && p >= lo_r[i] && p <= hi_r[i]) {
-                        x = ss[key * NR + n] * qf_r[i] * sks[key];
-                        if (pc.softcap > 0.0) x = pc.softcap * qa_tanh(x / pc.softcap);
-                        x *= float(QA_LOG2E);
-                    }
+                    const bool vis = real && p >= 0 && p >= lo_r[i] && p <= hi_r[i];
+                    float x = ss[key * NR + nn] * qf_r[i] * sks[key];
+                    if (pc.softcap > 0.0) x = pc.softcap * qa_tanh(x / pc.softcap);
+                    x = vis ? x * float(QA_LOG2E) : QA_NEG_INF;
                     s[j] = x;
                     tmax = max(tmax, x);
                 }
@@ -472,12 +475,14 @@ void main() {
                 const float alpha = mn == QA_NEG_INF ? 1.0 : exp2(m[i] - mn);
                 m[i] = mn;
                 float ps = 0.0;
-                UNROLL for (int j = 0; j < KPL; ++j) {
+                [[unroll]] for (int j = 0; j < KPL; ++j) {
                     const int key = kq + C * j;
                     const float p = s[j] == QA_NEG_INF ? 0.0 : exp2(s[j] - mn);
                     ps += p;
-                    sp[n * LDP + key] = float16_t(p * svs[key]);
-                    ss[key * NR + n] = alpha;
+                    if (real) {
+                        sp[n * LDP + key] = float16_t(p * svs[key]);
+                        ss[key * NR + n] = alpha;
+                    }
                 }
                 l[i] = l[i] * alpha + ps;
             }
@@ -542,7 +547,7 @@ void main() {
     }
 #endif
     if (!QA_KEEP(1) && qa_sink == 0x9E3779B9u) l[0] += 1.0;
-    UNROLL for (int i = 0; i < RPL; ++i) {
+    [[unroll]] for (int i = 0; i < RPL; ++i) {
         const int n = lane / C + RG * i;
         const float lt = shfl_add(l[i]);
         if (n < NR && lane % C == 0) {
