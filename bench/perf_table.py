@@ -124,7 +124,7 @@ def main():
     copy = torch["copy"]["GBps"] if torch else 0
     sdpa = {r["name"]: r for r in torch["decode"]} if torch else {}
     tmqa = {r["name"]: r for r in torch["mqa"]} if torch else {}
-    mm = torch["matmul"]["TFLOPs"] if torch else 0
+    mm = torch["matmul"]["TFLOPs"] if torch and "matmul" in torch else 0
     by_name = {r["preset"]: r for r in results}
     dev = results[0]["device"] if results else "?"
     backend = results[0]["backend"] if results else "?"
@@ -134,8 +134,8 @@ def main():
         line += (f"; read bandwidth through this backend {read_gbps:.4g} GB/s (qattn_read_stream, "
                  f"{read['bytes'] / 2**20:.0f} MiB, median of {len(read.get('samples_us', []))})")
     if torch:
-        line += (f"; copy rate {copy:.0f} GB/s, f16 matmul {mm:.0f} TFLOP/s "
-                 f"(torch {torch['torch']}, same run)")
+        line += f"; copy rate {copy:.0f} GB/s" + (f", f16 matmul {mm:.0f} TFLOP/s" if mm else "")
+        line += f" (torch {torch['torch']}, same run)"
     print(line + ".\n")
 
     def fmt(x, f):

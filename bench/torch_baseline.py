@@ -12,7 +12,8 @@ same device session as qattn-bench (docs/perf.md puts them side by side).
 - f16 matmul rate: torch.matmul 8192^3
 
 Every timing is the median of CUDA-event samples; all samples are kept in
-the JSON. Usage: torch_baseline.py [--json FILE] [--iters N]
+the JSON. Usage: torch_baseline.py [--json FILE] [--iters N] [--ops decode,mqa,matmul]
+(the copy rate is always measured).
 """
 import argparse
 import json
@@ -132,22 +133,25 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--ops", default="decode,mqa,matmul", help="comma-separated subset to run")
     args = ap.parse_args()
+    ops = set(args.ops.split(","))
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     res["copy"] = copy_bandwidth(args.iters)
     print(f"copy 1 GiB: {res['copy']['GBps']:.0f} GB/s")
     res["decode"] = []
-    for p in DECODE:
+    for p in DECODE if "decode" in ops else []:
         r = decode(*p, args.iters)
         res["decode"].append(r)
         print(f"{r['name']:24s} SDPA bf16 {r['median_us']:9.2f} us")
     res["mqa"] = []
-    for p in MQA:
+    for p in MQA if "mqa" in ops else []:
         r = mqa(*p, args.iters)
         res["mqa"].append(r)
         print(f"{r['name']:24s} torch fp8 {r['median_us']:9.1f} us {r['TFLOPs']:7.1f} TFLOP/s")
-    res["matmul"] = matmul_rate(args.iters)
-    print(f"matmul f16 8192^3: {res['matmul']['TFLOPs']:.0f} TFLOP/s")
+    if "matmul" in ops:
+        res["matmul"] = matmul_rate(args.iters)
+        print(f"matmul f16 8192^3: {res['matmul']['TFLOPs']:.0f} TFLOP/s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
