@@ -10,7 +10,14 @@
 # and the launch-free planner tests. Then, alone on the GPU so timings are
 # clean: the PyTorch baseline, qattn-bench over the seeds' presets (and the
 # HIP twin's), a decode sweep, and docs/perf.md's tables. Logs and JSON go to $OUT; the exit status is non-zero if
-# any step failed. SKIP="name ..." leaves steps out.
+# any step failed. SKIP="name ..." leaves steps out; DEADLINE=S (seconds from
+# the start) shortens or skips the steps that would run past it, so a call
+# with little device time left still returns its logs. Optional inputs:
+# TORCH_OPS (torch_baseline.py --ops), BENCH_HIP_PRESETS (instead of every
+# decode preset), .devbuild/old0/qattn-bench (an earlier build timed on
+# decode_b16_gqa4_32k beside this one), .devbuild/abl/32 (the index bounds
+# left out: their cost), .devbuild/nvct (scripts/nv-sass.sh: the decode
+# pipeline's SASS from the driver's shader cache).
 set -uo pipefail
 OUT=${OUT:-/tmp/qattn-device-out}
 mkdir -p "$OUT"
@@ -19,15 +26,24 @@ ldconfig
 B=.devbuild/all
 H=.devbuild/hipbin
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.total --format=csv \
-  >"$OUT/gpu.txt" 2>&1
-cat "$OUT/gpu.txt"
-echo "binaries of commit $(cat $B/COMMIT 2>/dev/null)" | tee -a "$OUT/gpu.txt"
+  >"$OUT/gpu.log" 2>&1
+cat "$OUT/gpu.log"
+echo "binaries of commit $(cat $B/COMMIT 2>/dev/null)" | tee -a "$OUT/gpu.log"
+# Clocks and power once a second for the whole call: the SM clock idles at
+# a few hundred MHz and a timing taken before it ramps up is not one.
+nvidia-smi dmon -s pc -d 1 >"$OUT/dmon.txt" 2>&1 &
+dmon=$!
 failed=0
 # step NAME LIMIT_S CMD...: runs in the background, log in $OUT/NAME.log
 # (line-buffered, so a step cut by its limit still shows how far it got).
 step() {
   local name=$1 limit=$2; shift 2
   case " ${SKIP:-} " in *" $name "*) return ;; esac
+  if [ -n "${DEADLINE:-}" ]; then
+    local left=$((DEADLINE - SECONDS))
+    if [ "$left" -lt 15 ]; then echo "== $name: skipped, past DEADLINE"; return; fi
+    [ "$limit" -gt "$left" ] && limit=$left
+  fi
   ( t0=$SECONDS; timeout "$limit" stdbuf -oL -eL "$@" >"$OUT/$name.log" 2>&1; rc=$?
     echo "$rc $((SECONDS - t0))" >"$OUT/$name.rc" ) &
 }
@@ -56,7 +72,8 @@ report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits p
 # The torch baseline first, so qattn-bench can print each preset's share of
 # the copy rate of this same run next to its share of the read bandwidth it
 # measures itself.
-step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json"
+step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json" ${TORCH_OPS:+--ops $TORCH_OPS} \
+  --iters ${ITERS:-30}
 wait
 TAIL=20 report torch
 copy=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["copy"]["GBps"])' "$OUT/torch.json" 2>/dev/null || echo 0)
@@ -64,9 +81,18 @@ step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds ${BENCH_OP:+--
   --json "$OUT/bench_vk.json"
 wait
 TAIL=30 report bench_vk
+# Embedding (issue 9): 32 B1 decodes recorded into one caller command buffer
+# against their device time plus one submit; a second process with the
+# pipeline cache the first one saved creates no pipeline.
+step embed_record 90 "$B/bench/qattn-bench" --backend vulkan --preset decode_b1_gqa4_32k,decode_b1_gqa8_8k \
+  --embed-record 32 --read-mib 0
+wait
+TAIL=30 report embed_record
 # The HIP backend's NVIDIA twin on the decode presets (an NVIDIA number about
 # the HIP code, not an AMD one).
-[ -x "$H/qattn-bench" ] && step bench_hip 150 "$H/qattn-bench" --backend hip --seeds --op decode --iters 30 \
+hip_sel="--seeds --op decode"
+[ -n "${BENCH_HIP_PRESETS:-}" ] && hip_sel="--preset $BENCH_HIP_PRESETS"
+[ -x "$H/qattn-bench" ] && step bench_hip 150 "$H/qattn-bench" --backend hip $hip_sel --iters ${ITERS:-30} \
   --copy-gbps "$copy" --json "$OUT/bench_hip.json"
 wait
 TAIL=20 report bench_hip
@@ -81,13 +107,6 @@ sweep() {
 step sweep 120 bash -c "$(declare -f sweep); B=$B; sweep ${SWEEP:-16,1,8,4,128,fn,32768,16 1,1,8,4,128,fn,32768,16}"
 wait
 TAIL=40 report sweep
-# Embedding (issue 9): 32 B1 decodes recorded into one caller command buffer
-# against their device time plus one submit; a second process with the
-# pipeline cache the first one saved creates no pipeline.
-step embed_record 90 "$B/bench/qattn-bench" --backend vulkan --preset decode_b1_gqa4_32k,decode_b1_gqa8_8k \
-  --embed-record 32 --read-mib 0
-wait
-TAIL=30 report embed_record
 rm -f /tmp/qattn_pc.bin
 for i in 1 2; do
   step pipeline_cache_$i 60 "$B/bench/qattn-bench" --backend vulkan --preset decode_b1_gqa4_32k,decode_b16_gqa8_32k,mqa_2048x65536_h64 \
@@ -95,13 +114,30 @@ for i in 1 2; do
   wait
   TAIL=12 report pipeline_cache_$i
 done
+# An earlier build beside this one, and the cost of the in-kernel bounds.
+if [ -x .devbuild/old0/qattn-bench ]; then
+  step ab_old 60 .devbuild/old0/qattn-bench --backend vulkan --preset decode_b16_gqa4_32k --iters ${ITERS:-30} --read-mib 0
+  wait
+  TAIL=4 report ab_old
+fi
+if [ -x .devbuild/abl/32/qattn-bench ]; then
+  step bounds 60 .devbuild/abl/32/qattn-bench --backend vulkan --preset decode_b16_gqa4_32k --iters ${ITERS:-30} --read-mib 0
+  wait
+  TAIL=4 report bounds
+fi
+if [ -x .devbuild/nvct/nvcachedec ]; then
+  step sass 60 bash scripts/nv-sass.sh "$B/bench/qattn-bench"
+  wait
+  TAIL=40 report sass
+fi
+kill $dmon 2>/dev/null
 # docs/perf.md's tables from this run's JSON.
 tj=""
 [ -f "$OUT/torch.json" ] && tj="$OUT/torch.json"
 for j in bench_vk bench_hip; do
   if [ -f "$OUT/$j.json" ]; then
-    python3 bench/perf_table.py "$OUT/$j.json" $tj >"$OUT/perf_$j.md" 2>&1 || failed=1
-    cat "$OUT/perf_$j.md"
+    python3 bench/perf_table.py "$OUT/$j.json" $tj >"$OUT/perf_$j.log" 2>&1 || failed=1
+    cat "$OUT/perf_$j.log"
   fi
 done
 # Few files come back from a device call: fold the logs into one.
