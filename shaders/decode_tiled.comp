@@ -227,15 +227,30 @@ void main() {
     const int ke = min(s1, hi_all + 1);
 
     // ---- q rows -> f16 with a per-row power of two (bf16's range does not
-    // fit f16, its precision does) ----
-    for (int n = 0; n < NR; ++n) {
-        const bool real = n < ROWS;
-        const int h = h0 + n / R, r = n % R;
+    // fit f16, its precision does). Branch-free and unrolled over the rows
+    // so every row's loads are in flight together (padding rows read a real
+    // row's addresses and stage zeros). ----
+    const int QPL = (D + SG - 1) / SG;      // dims per lane in the max pass
+    const int QCL = (D / 8 + SG - 1) / SG;  // 8-dim chunks per lane in the staging pass
+    float qmx[NR];
+    [[unroll]] for (int n = 0; n < NR; ++n) {
+        const int nc = min(n, ROWS - 1);
+        const int h = h0 + nc / R, r = nc % R;
         const int64_t qb = int64_t(b) * pc.q_sb + int64_t(r) * pc.q_sr + int64_t(h) * pc.q_sh;
         float mx = 0.0;
-        for (int d = lane; d < D && real; d += SG)
-            mx = max(mx, abs(qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + d, 2)).v[0]))));
-        mx = subgroupMax(mx);
+        [[unroll]] for (int k = 0; k < QPL; ++k) {
+            const int d = lane + SG * k;
+            const float x = qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + min(d, D - 1), 2)).v[0]));
+            mx = max(mx, d < D ? abs(x) : 0.0);
+        }
+        qmx[n] = mx;
+    }
+    [[unroll]] for (int n = 0; n < NR; ++n) {
+        const bool real = n < ROWS;
+        const int nc = min(n, ROWS - 1);
+        const int h = h0 + nc / R, r = nc % R;
+        const int64_t qb = int64_t(b) * pc.q_sb + int64_t(r) * pc.q_sr + int64_t(h) * pc.q_sh;
+        const float mx = subgroupMax(qmx[n]);
         int e = 0;
         if (mx > 0.0) {
             int ex;
@@ -243,19 +258,22 @@ void main() {
             e = 15 - ex; // mx * 2^e in [2^14, 2^15)
         }
         if (lane == 0) sqf[n] = real ? ldexp(1.0, -e) : 0.0;
-        for (int c = lane; c < D / 8; c += SG) {
+        [[unroll]] for (int k = 0; k < QCL; ++k) {
+            const int c = lane + SG * k;
+            const int cc = min(c, D / 8 - 1);
             uint wq[4];
-            UNROLL for (int j = 0; j < 4; ++j) {
+            [[unroll]] for (int j = 0; j < 4; ++j) {
                 float x[2];
-                UNROLL for (int u = 0; u < 2; ++u) {
-                    // Staged position c*8 + 2j + u holds dim pos(...) under PERM.
-                    int sp_ = c * 8 + 2 * j + u;
-                    int dm = PERM != 0 ? ((sp_ & ~3) | ((sp_ & 1) << 1) | ((sp_ >> 1) & 1)) : sp_;
-                    x[u] = real ? ldexp(qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + dm, 2)).v[0])), e) : 0.0;
+                [[unroll]] for (int u = 0; u < 2; ++u) {
+                    // Staged position cc*8 + 2j + u holds dim pos(...) under PERM.
+                    const int sp_ = cc * 8 + 2 * j + u;
+                    const int dm = PERM != 0 ? ((sp_ & ~3) | ((sp_ & 1) << 1) | ((sp_ >> 1) & 1)) : sp_;
+                    const float y = ldexp(qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + dm, 2)).v[0])), e);
+                    x[u] = real ? y : 0.0;
                 }
                 wq[j] = packHalf2x16(vec2(x[0], x[1]));
             }
-            sq[n * LD4 + c] = uvec4(wq[0], wq[1], wq[2], wq[3]);
+            if (c < D / 8) sq[n * LD4 + c] = uvec4(wq[0], wq[1], wq[2], wq[3]);
         }
     }
 
