@@ -770,10 +770,17 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
     QH_DEC_TILED(var, mat, name, fmt, 128)  \
     QH_DEC_TILED(var, mat, name, fmt, 256)
 
-/* simt: bf16 caches (f16 cannot hold bf16's range); 8-bit caches take the
- * matrix kernel, which every HIP target has. */
+/* simt: bf16 caches (f16 cannot hold bf16's range); 8-bit caches where a
+ * plan pins simt (QATTN_DECODE_VARIANT=simt), on wave32 targets only: on
+ * gfx942 those kernels spill scalar registers, and AUTO never plans them on
+ * any HIP target (every one has the matrix kernel). */
 #if !defined(QH_ONLY) || QH_ONLY == 1
 QH_DEC_TILED_D(simt, 0, bf16, QH_BF16)
+#if QH_WAVE == 32
+QH_DEC_TILED_D(simt, 0, i8, QH_I8)
+QH_DEC_TILED_D(simt, 0, fn, QH_FN)
+QH_DEC_TILED_D(simt, 0, fnuz, QH_FNUZ)
+#endif
 #endif
 #if QH_DEC_HAVE_MATRIX && (!defined(QH_ONLY) || QH_ONLY == 2)
 QH_DEC_TILED_D(matrix, 1, i8, QH_I8)

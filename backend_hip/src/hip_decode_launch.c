@@ -23,12 +23,20 @@ const char *qh_kernel_name(enum qh_kernel_id k) {
 }
 
 /* qh_kernels.def lists each variant's kernels by dtype, then d64/128/256. */
-static int tiled_kernel(int matrix, qattn_dtype dt, int d) {
+static int tiled_kernel(int matrix, qattn_dtype dt, int d, int target) {
     const int di = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
     if (di < 0) return -1;
-    /* simt exists for bf16 only: every HIP target runs 8-bit caches on its
-     * matrix unit */
-    if (!matrix) return dt == QATTN_BF16 ? QH_K_qattn_decode_tiled_simt_bf16_d64 + di : -1;
+    if (!matrix) {
+        if (dt == QATTN_BF16) return QH_K_qattn_decode_tiled_simt_bf16_d64 + di;
+        /* 8-bit simt (a pinned plan) exists on wave32 targets only */
+        if (!(target & QH_T_WAVE32)) return -1;
+        switch (dt) {
+        case QATTN_I8: return QH_K_qattn_decode_tiled_simt_i8_d64 + di;
+        case QATTN_FP8_E4M3FN: return QH_K_qattn_decode_tiled_simt_fn_d64 + di;
+        case QATTN_FP8_E4M3FNUZ: return QH_K_qattn_decode_tiled_simt_fnuz_d64 + di;
+        default: return -1;
+        }
+    }
     switch (dt) {
     case QATTN_I8: return QH_K_qattn_decode_tiled_matrix_i8_d64 + di;
     case QATTN_FP8_E4M3FN: return QH_K_qattn_decode_tiled_matrix_fn_d64 + di;
@@ -45,7 +53,7 @@ int qh_decode_launch_of(const qattn_decode_plan *p, int target, int wave, qh_dec
         return 0;
     }
     const int matrix = p->variant == QATTN_DECODE_MATRIX;
-    const int k = tiled_kernel(matrix, p->kv_dtype, p->head_dim);
+    const int k = tiled_kernel(matrix, p->kv_dtype, p->head_dim, target);
     if (k < 0 || p->head_dim_v != p->head_dim) {
         snprintf(why, n, "no tiled %s kernel for a %s cache with D %d, Dv %d", qattn_decode_variant_name(p->variant),
                  qattn_dtype_name(p->kv_dtype), (int)p->head_dim, (int)p->head_dim_v);

@@ -198,9 +198,10 @@ int main(void) {
                                                 printf("  planner: %s\n", err);
                                                 continue;
                                             }
-                                            /* a pinned simt plan for an 8-bit cache: no such HIP
-                                             * kernel (the matrix kernel runs them on every target) */
-                                            if (p.variant == QATTN_DECODE_SIMT && p.kv_dtype != QATTN_BF16) {
+                                            /* a pinned simt plan for an 8-bit cache: no such
+                                             * kernel on gfx942 (the matrix one runs them there) */
+                                            if (p.variant == QATTN_DECODE_SIMT && p.kv_dtype != QATTN_BF16 &&
+                                                t.bit == QH_T_GFX942) {
                                                 qh_decode_launch l;
                                                 char why[192] = "";
                                                 EXPECT(pins[pi] == QATTN_DECODE_SIMT);
