@@ -13,7 +13,8 @@
  *   ROWS; padding columns are computed and never read). Keys go through in
  *   tiles of TK = 16:
  *     1. the tile's K and V rows (loads of plan.load_bytes, issued one tile
- *        ahead, page ids two tiles ahead) are decoded to f16 in LDS: fp8 by
+ *        ahead and page ids two tiles ahead where the registers allow, see
+ *        PREF below) are decoded to f16 in LDS: fp8 by
  *        shifts and masks, two codes per integer operation, exact (the power
  *        of two left over, 2^8 fn / 2^7 fnuz, is folded into the per-key
  *        scales and the merge's vf); int8 by the 1024 + c trick, exact; bf16
@@ -21,7 +22,9 @@
  *     2. S^T (16 keys x NR rows) on the matrix unit (matrix: MFMA f16 on
  *        gfx942, WMMA f16 on gfx12, nvcuda::wmma on the NVIDIA twin) or by
  *        lanes (simt), q held as f16 with a per-row power of two;
- *     3. online softmax by lanes (log2 units): per-key scales, soft cap,
+ *     3. online softmax by lanes (log2 units; lane l owns row l % 16 and
+ *        TK / (wave / 16) keys, so each lane keeps one running max and sum):
+ *        per-key scales, soft cap,
  *        masks, running max m and partial sums l, P^T = p * v_scale in f16
  *        and per row the factor alpha;
  *     4. O^T = O^T * alpha + V^T P^T.
