@@ -28,6 +28,9 @@ step() {
   [ $rc = 0 ] || failed=1
 }
 step parity "${PARITY_LIMIT:-120}" "$B/qattn_parity" --backend hip
+# the tiled decode pinned to simt: the same tiles without the wmma products,
+# so a matrix-path failure above is told apart from a tiling one
+step parity_simt 60 "$B/qattn_parity" --backend hip --op decode --variant simt
 step twin 60 "$B/qattn_hip_twin_plans"
 # decode + KV store + MQA captured in a CUDA graph on the caller's stream
 step graph 60 "$B/qattn_hip_graph"

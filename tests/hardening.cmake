@@ -28,3 +28,22 @@ if(QATTN_HAVE_VULKAN)
                          LABELS "${_labels}" ENVIRONMENT "${_bi_env}")
   endforeach()
 endif()
+# The same core and decode cases on the HIP backend's host simulations
+# (tests/bad_inputs.c built with QATTN_BAD_INPUTS_HIP): cpu against the HIP
+# kernels' own code, with and without QATTN_CHECK_INDICES.
+get_property(_bi_sims GLOBAL PROPERTY QATTN_HIP_HOSTSIMS)
+foreach(sim ${_bi_sims})
+  set(exe qattn_bad_inputs_hip_hostsim_${sim})
+  add_executable(${exe} ${CMAKE_CURRENT_SOURCE_DIR}/bad_inputs.c)
+  target_include_directories(${exe} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/common)
+  target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>" qattn_core)
+  target_compile_definitions(${exe} PRIVATE QATTN_BAD_INPUTS_HIP QATTN_LINKS_HIP)
+  if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${exe} PRIVATE -Wno-missing-field-initializers)
+  endif()
+  foreach(group core decode)
+    add_test(NAME bad_inputs_hip_hostsim_${sim}_${group} COMMAND ${exe} --group ${group})
+    set_tests_properties(bad_inputs_hip_hostsim_${sim}_${group} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+                         LABELS "hip;hostsim;hardening")
+  endforeach()
+endforeach()

@@ -14,6 +14,15 @@
 #    built; without a device it exits 77 (skipped, never passed).
 include(${CMAKE_CURRENT_LIST_DIR}/parity/parity.cmake)
 
+# ---- 0. the decode launch is the plan (no device, no HIP toolchain) ----
+add_executable(qattn_hip_decode_launch ${CMAKE_CURRENT_LIST_DIR}/hip/hip_decode_launch.c
+               ${PROJECT_SOURCE_DIR}/backend_hip/src/hip_decode_launch.c)
+target_include_directories(qattn_hip_decode_launch PRIVATE ${PROJECT_SOURCE_DIR}/backend_hip/src
+                           ${PROJECT_SOURCE_DIR}/backend_hip/kernels)
+target_link_libraries(qattn_hip_decode_launch PRIVATE qattn_core)
+add_test(NAME hip_decode_launch COMMAND qattn_hip_decode_launch)
+set_tests_properties(hip_decode_launch PROPERTIES TIMEOUT 300 LABELS "hip;plan;decode")
+
 # ---- 1. code-object qualification ----
 get_property(_hip_cos GLOBAL PROPERTY QATTN_HIP_CODE_OBJECTS)
 if(_hip_cos AND QATTN_LLVM_READELF AND QATTN_LLVM_OBJDUMP)

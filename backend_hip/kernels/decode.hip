@@ -1,583 +1,795 @@
 /*
- * Decode attention over a paged, quantized KV cache (spec section 2), and
- * the split-KV merge. Three kernel families, instantiated at the bottom:
+ * Decode attention over a paged, quantized KV cache (spec section 2): the
+ * tiled design of docs/design.md ("Decode"), the same tiling, workspace
+ * layout and index rules as shaders/decode_tiled.comp and
+ * shaders/decode_merge.comp, launched from the same plan
+ * (core/src/plan_decode.c; src/hip_decode_launch.c maps it).
  *
- * qattn_decode_generic_<kv>_d<D>_r<4|8|16>
- *   Every case of the spec. One workgroup per (request, kv head, chunk of
- *   up to 4/8/16 query rows, split); the rows of a chunk are the (row, head)
- *   pairs of one GQA group, so each K/V element loaded serves all of them.
- *   Per tile of `wg` keys: (1) each thread scores one key against the
- *   chunk's queries held in LDS; (2) one wave per query updates the online
- *   softmax; (3) threads own 4 output columns x a key subset and accumulate
- *   P.V. Partials of the key subsets are summed at the end through LDS.
- *
- * qattn_decode_packed_<fn|fnuz>_g<4|8> (wave32: gfx12, and the NVIDIA twin)
- *   The gfx1201 packed FP8 reader: D = 128, one query row, GQA 4 or 8. Each
- *   lane loads its K row half as 16-byte words of four fp8 codes, converts
- *   every word with two packed conversions (v_cvt_pk_f32_fp8, native for
- *   E4M3FN on gfx12; fnuz takes the exact bit path), and both QK^T and PV
- *   run on BF16 WMMA (qh_matrix.h). Four waves take turns over 16-key
- *   blocks and merge their softmax states through LDS.
+ * qattn_decode_tiled_<simt|matrix>_<kv>_d<D>  (stage 1)
+ *   One workgroup is one wave (QH_WAVE lanes = plan.workgroup_size) and
+ *   handles one (split, kv head, block of QH query heads, request): grid
+ *   (num_splits, kv heads x head blocks, batch). Its ROWS = QH * R query rows
+ *   are the N columns of S^T = K Q^T and O^T = V^T P^T (NR = row_slots >=
+ *   ROWS; padding columns are computed and never read). Keys go through in
+ *   tiles of TK = 16:
+ *     1. the tile's K and V rows (loads of plan.load_bytes, issued one tile
+ *        ahead and page ids two tiles ahead where the registers allow, see
+ *        PREF below) are decoded to f16 in LDS: fp8 by
+ *        shifts and masks, two codes per integer operation, exact (the power
+ *        of two left over, 2^8 fn / 2^7 fnuz, is folded into the per-key
+ *        scales and the merge's vf); int8 by the 1024 + c trick, exact; bf16
+ *        stays raw (simt only);
+ *     2. S^T (16 keys x NR rows) on the matrix unit (matrix: MFMA f16 on
+ *        gfx942, WMMA f16 on gfx12, nvcuda::wmma on the NVIDIA twin) or by
+ *        lanes (simt), q held as f16 with a per-row power of two;
+ *     3. online softmax by lanes (log2 units; lane l owns row l % 16 and
+ *        TK / (wave / 16) keys, so each lane keeps one running max and sum):
+ *        per-key scales, soft cap,
+ *        masks, running max m and partial sums l, P^T = p * v_scale in f16
+ *        and per row the factor alpha;
+ *     4. O^T = O^T * alpha + V^T P^T.
+ *   Every workgroup writes its unnormalised O^T (staged dim order), m and l
+ *   for all NR row slots to the workspace: o [slot][split][D] f32 at
+ *   plan.partial_o_offset, (m, l) [slot][split][2] at partial_ml_offset.
+ *   LDS is dynamic: exactly plan.shared_bytes (QH_DEC_LDS_BYTES).
  *
  * qattn_decode_merge
- *   Combines per-split partial outputs and LSEs (plus sinks).
+ *   One workgroup of plan.merge_workgroup_size threads per output row
+ *   (grid: G * R, kv heads, batch) combines the splits with the sink, writes
+ *   o in bf16 (dims back in order) and the LSE.
  *
- * Visibility (spec 2): row r of request b sits at t = L - R + r and sees
- * keys p with 0 <= p <= t and, with a window, p >= t - window_left. A key
- * whose page or slot falls outside the cache is treated as masked rather
- * than read (the host check QATTN_CHECK_INDICES=1 reports such inputs).
+ * Indices read from memory are bounded before anything is addressed (spec 2,
+ * as the reference's visible_slots): key p of request b exists only where
+ * its kv_indices entry kv_indptr[b] + p / P lies in [kv_indptr[b],
+ * min(kv_indptr[b + 1], n_indices)) and is >= 0, its page id is >= 0 and its
+ * slot < n_slots; the last split runs to the request's end, so kv_lens
+ * beyond max_kv_len is computed exactly.
+ *
+ * Layout convention (PERM, fp8 and int8): a word of four codes decodes to
+ * the f16 pairs (c0, c2) and (c1, c3), so positions 1 and 2 of every four
+ * dims are swapped in LDS; q is staged with the same swap and the merge
+ * swaps the output back.
  */
 #include "qh_device.h"
-#include "qh_fp8.h"
-#include "qh_lds.h"
 #include "qh_matrix.h"
 #include "qh_params.h"
+#if defined(QH_NVIDIA)
+#include <mma.h>
+#endif
 
-/* Element offset a * stride inside one tensor: fits 32 bits unsigned
- * because the validator bounds every tensor to INT32_MAX elements. */
-QH_DEV uint32_t off32(int32_t a, int32_t stride) { return (uint32_t)a * (uint32_t)stride; }
+#define TK QH_DEC_TK
+#define SG QH_WAVE
+static_assert(SG >= TK, "a tile's keys are one lane each");
 
-/* Page of key `key` of the request whose pages start at kv_indices[page_base]
- * (its row in the page in *row), or -1 when the page table points outside
- * the cache. Branch-free (the index read goes to a clamped position and
- * validity is selected): nested divergent branches cost wave64 a saved exec
- * mask each, and the generic kernel's loop is at the edge of gfx942's
- * scalar register budget. The kernels do not call it when n_pages is 0. */
-QH_DEV int32_t dec_page(const qh_decode_params &p, int32_t page_base, int32_t key, int32_t *row) {
-    const uint32_t pos = (uint32_t)page_base + (uint32_t)(key / p.page_size);
-    const bool pos_ok = page_base >= 0 && pos < (uint32_t)p.n_pages;
-    const int32_t page = p.indices[off32(pos_ok ? (int32_t)pos : 0, p.indices_s)];
-    *row = key % p.page_size;
-    const int64_t slot = (int64_t)page * p.page_size + *row;
-    return (pos_ok && page >= 0 && slot < p.n_slots) ? page : -1;
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+/* wave64 (gfx942) and the simt loops run out of scalar registers first,
+ * the wave32 matrix kernel out of vector ones: uniform values that may live
+ * in either go to vector registers where scalar ones are scarcer. */
+template <bool V> QH_DEV int32_t dec_vreg(int32_t v) { return V ? qh_as_vector(v) : v; }
+template <bool V> QH_DEV float dec_vregf(float v) { return V ? qh_bits_f32((uint32_t)qh_as_vector((int32_t)qh_f32_bits(v))) : v; }
+
+/* Staged position sp of a PERM row holds dim dim_of(sp) (an involution). */
+QH_DEV int dec_perm(int sp) { return (sp & ~3) | ((sp & 1) << 1) | ((sp >> 1) & 1); }
+
+/* 2^k for k in [-126, 127]. */
+QH_DEV float dec_pow2(int k) { return qh_bits_f32((uint32_t)(k + 127) << 23); }
+/* x * 2^e for e in [-252, 254], exact where the result is a normal f32. */
+QH_DEV float dec_ldexp(float x, int e) {
+    const int e1 = e / 2;
+    return x * dec_pow2(e1) * dec_pow2(e - e1);
 }
-
-/* Element offset of (page, row) in a view with page stride ps and row
- * stride rs: exact in 32 bits inside the cache (qh_params.h). */
-QH_DEV uint32_t dec_row_off(int32_t page, int32_t row, uint32_t ps, uint32_t rs) {
-    return (uint32_t)page * ps + (uint32_t)row * rs;
-}
-
-QH_DEV float dec_softcap(const qh_decode_params &p, float s) {
-    return p.softcap > 0.0f ? p.softcap * qh_tanhf(s / p.softcap) : s;
-}
-
-/* Key range [*lo, *hi) a block must visit: the union of its rows' visible
- * keys (rows at positions t_first..t_last), cut to its split. Positions fit
- * int32 (kv_lens is i32); the split bounds are formed in int64 first. */
-QH_DEV void dec_key_range(const qh_decode_params &p, int32_t t_first, int32_t t_last, int split,
-                          int32_t *lo, int32_t *hi) {
-    if (p.n_pages == 0) { /* no page table (or no cache): every row is empty */
-        *lo = *hi = 0;
-        return;
+/* The exponent ex of frexp (x = f 2^ex, f in [0.5, 1)) of a finite x > 0. */
+QH_DEV int dec_frexp_exp(float x) {
+    uint32_t u = qh_f32_bits(x);
+    int bias = 126;
+    if (((u >> 23) & 0xFFu) == 0u) { /* subnormal: scale into the normal range */
+        u = qh_f32_bits(x * 0x1p64f);
+        bias += 64;
     }
-    int64_t a = p.window_left >= 0 ? (int64_t)t_first - p.window_left : 0;
-    if (a < 0) a = 0;
-    int64_t b = (int64_t)t_last + 1;
-    if (p.num_splits > 1) {
-        const int64_t s0 = (int64_t)split * p.keys_per_split;
-        const int64_t s1 = s0 + p.keys_per_split;
-        if (a < s0) a = s0;
-        if (b > s1) b = s1;
-    }
-    *lo = (int32_t)a;
-    *hi = (int32_t)(b > a ? b : a);
+    return (int)((u >> 23) & 0xFFu) - bias;
 }
 
-/* Writes one finished (row, head) result: o (and lse) when there is one
- * split, else the split's normalised partial and its LSE. `acc` holds the
- * unnormalised sum of p * v for `ncols` columns starting at `col`. */
-QH_DEV void dec_finish(const qh_decode_params &p, int b, int r, int h, int split, int col,
-                       int ncols, const float *acc, float m_run, float l_run, bool write_lse) {
-    if (p.num_splits > 1) {
-        /* the planner's layout: o [B, R, Hq, splits, D], lse [B, R, Hq, splits] */
-        const int64_t row = (((int64_t)b * p.R + r) * p.Hq + h) * p.num_splits + split;
-        float *wo = QH_LATE(p, ws_o) + row * p.D;
-        const float inv = l_run > 0.0f ? 1.0f / l_run : 0.0f;
-        for (int c = 0; c < ncols; ++c) wo[col + c] = acc[c] * inv;
-        if (write_lse) QH_LATE(p, ws_lse)[row] = l_run > 0.0f ? m_run + qh_logf(l_run) : qh_neg_inf();
-        return;
+QH_DEV float dec_tanh(float x) { /* overflow-safe, as common_tiled.glsl's */
+    const float e = qh_exp2f(-2.0f * LOG2E * qh_fabsf(x));
+    const float t = (1.0f - e) / (1.0f + e);
+    return x < 0.0f ? -t : t;
+}
+
+/* 16 bytes of a K/V row (16-byte aligned when vec is 16) in loads of vec
+ * bytes. */
+QH_DEV qh_u32x4 dec_load16(const uint8_t *a, int vec) {
+    if (vec >= 16) return *(const qh_u32x4 *)a;
+    if (vec == 8) {
+        const qh_u32x2 x = ((const qh_u32x2 *)a)[0], y = ((const qh_u32x2 *)a)[1];
+        return qh_u32x4{x.x, x.y, y.x, y.y};
     }
-    float scale, lse;
-    if (p.flags & QH_DEC_SINKS) {
-        const float sink = QH_LATE(p, sinks)[off32(h, p.sinks_s)];
-        const float mx = qh_fmaxf(m_run, sink);
-        const float e_run = l_run > 0.0f ? qh_expf(m_run - mx) : 0.0f;
-        const float z = l_run * e_run + qh_expf(sink - mx);
-        scale = e_run / z;
-        lse = mx + qh_logf(z);
+    if (vec == 4) {
+        const uint32_t *w = (const uint32_t *)a;
+        return qh_u32x4{w[0], w[1], w[2], w[3]};
+    }
+    uint32_t w[4];
+    for (int j = 0; j < 4; ++j) {
+        if (vec == 2) {
+            const uint16_t *h = (const uint16_t *)(a + 4 * j);
+            w[j] = (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+        } else {
+            const uint8_t *c = a + 4 * j;
+            w[j] = (uint32_t)c[0] | ((uint32_t)c[1] << 8) | ((uint32_t)c[2] << 16) | ((uint32_t)c[3] << 24);
+        }
+    }
+    return qh_u32x4{w[0], w[1], w[2], w[3]};
+}
+
+/* 16 cache bytes -> 8 words of f16 pairs in the PERM order (fp8, int8). */
+template <int FMT> QH_DEV void dec_decode16(const qh_u32x4 &w4, uint32_t o[8]) {
+    const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
+    for (int j = 0; j < 4; ++j) {
+        const uint32_t x = w[j];
+        if constexpr (FMT == QH_I8) {
+            /* (c ^ 0x80) | 0x6400 is the f16 1024 + c + 128: exact; 1152 is
+             * subtracted in f16 (exact too) */
+            o[2 * j] = qh_f16x2_sub(((x & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u, 1152.0f);
+            o[2 * j + 1] = qh_f16x2_sub((((x >> 8) & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u, 1152.0f);
+        } else {
+            o[2 * j] = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u); /* codes 0, 2 */
+            o[2 * j + 1] = ((x >> 1) & 0x3F803F80u) | (x & 0x80008000u);    /* codes 1, 3 */
+        }
+    }
+}
+
+/* Two staged elements of a word as f32 (f16 pairs, or raw bf16 pairs). */
+template <int FMT> QH_DEV void dec_unpack2(uint32_t w, float *x, float *y) {
+    if constexpr (FMT == QH_BF16) {
+        *x = qh_bits_f32(w << 16);
+        *y = qh_bits_f32(w & 0xFFFF0000u);
     } else {
-        scale = l_run > 0.0f ? 1.0f / l_run : 0.0f;
-        lse = l_run > 0.0f ? m_run + qh_logf(l_run) : qh_neg_inf();
+        *x = qh_f16_to_f32((uint16_t)(w & 0xFFFFu));
+        *y = qh_f16_to_f32((uint16_t)(w >> 16));
     }
-    uint16_t *o = QH_LATE(p, o) + off32(b, p.o_s[0]) + off32(r, p.o_s[1]) + off32(h, p.o_s[2]);
-    for (int c = 0; c < ncols; ++c) o[col + c] = qh_f32_to_bf16(acc[c] * scale);
-    if (write_lse && (p.flags & QH_DEC_LSE))
-        QH_LATE(p, lse)[off32(b, p.lse_s[0]) + off32(r, p.lse_s[1]) + off32(h, p.lse_s[2])] = lse;
 }
+
+/* Max / sum over the lanes of one softmax row: lanes n, n + 16, ... (xor
+ * offsets 16, 32 keep the exchange inside the row). Every lane calls. */
+QH_DEV float dec_row_max(float x) {
+    for (int o = 16; o < SG; o <<= 1) x = qh_fmaxf(x, qh_shfl_xor_f32(x, (uint32_t)o));
+    return x;
+}
+QH_DEV float dec_row_sum(float x) {
+    for (int o = 16; o < SG; o <<= 1) x += qh_shfl_xor_f32(x, (uint32_t)o);
+    return x;
+}
+
+/* Whether this build has a matrix path for the tiled kernel. */
+#if defined(QH_GFX942) || defined(QH_GFX12) || defined(QH_NVIDIA)
+#define QH_DEC_HAVE_MATRIX 1
+#else
+#define QH_DEC_HAVE_MATRIX 0
+#endif
 
 /* ======================================================================
- * Generic kernel
+ * Stage 1
  * ====================================================================== */
-template <int FMT, int D, int MR>
-QH_DEV void decode_generic(const qh_decode_params &p) {
-    constexpr int ESZ = FMT == QH_BF16 ? 2 : 1;
-    constexpr int RPR = MR / 4; /* rows per round of the final reduction */
-    __shared__ float q_s[MR][D];
-    /* scores, then probabilities (times v_scale); at the end the scratch of
-     * the cross-thread reduction (MR/4 rows x wg x 4 floats fit exactly) */
-    __shared__ float s_s[MR][QH_DEC_MAX_WG];
-    __shared__ int32_t slot_s[QH_DEC_MAX_WG]; /* each key's V row offset, -1 masked */
-    __shared__ float vsc_s[QH_DEC_MAX_WG];
-    __shared__ float m_s[MR], l_s[MR], alpha_s[MR];
+template <int FMT, int D, int MAT>
+QH_DEV void decode_tiled(const qh_decode_params &p) {
+    constexpr int ES = FMT == QH_BF16 ? 2 : 1;
+    constexpr bool PERM = FMT != QH_BF16;
+    constexpr float KF = FMT == QH_FNUZ ? 128.0f : FMT == QH_FN ? 256.0f : 1.0f;
+    constexpr int CPK = D * ES / 16;                /* 16-byte chunks per cache row */
+    constexpr int NCH = (TK * CPK + SG - 1) / SG;   /* chunks per lane per tile and tensor */
+    constexpr int LD4 = QH_DEC_LD4(D);              /* 16-byte words per staged row */
+    constexpr int LW = LD4 * 4;                     /* 32-bit words per staged row */
+    constexpr int LDP = QH_DEC_LDP;                 /* f16 per row of P^T */
+    /* softmax: lane l owns row l % 16 and keys KPL (l / 16) .. + KPL - 1 */
+    constexpr int LPR = SG / QH_DEC_MAX_NR;         /* lanes per softmax row */
+    constexpr int KPL = TK / LPR;                   /* keys per lane in the softmax */
+    static_assert(KPL * LPR == TK && KPL % 2 == 0, "softmax mapping");
+    constexpr bool HAS_SCALES = FMT != QH_BF16;
+    constexpr bool VREG = QH_WAVE == 64 || MAT == 0; /* dec_vreg: the views' strides */
+    constexpr bool VREG2 = QH_WAVE == 64 || (MAT == 0 && D < 256); /* the softmax's scalars */
+    static_assert(MAT == 0 || FMT != QH_BF16, "bf16 caches stay simt");
 
-    const int tid = (int)qh_tid();
-    const int WG = p.wg;
-    const int G = p.Hq / p.Hkv;
-    int bx = (int)qh_bid_x();
-    const int qc = bx % p.n_qchunks;
-    bx /= p.n_qchunks;
-    const int kvh = bx % p.Hkv;
-    const int b = bx / p.Hkv;
-    const int split = (int)qh_bid_y();
-    const int m0 = qc * p.rows_per_block;
-    const int M = qh_min(p.rows_per_block, G * p.R - m0);
+    /* matrix: 16 row slots (the shape the kernels issue; the host checks
+     * the plan), a constant, so every LDS offset below is one too */
+    const int NR = MAT ? 16 : p.NR, R = p.R, QH = p.QH, ROWS = QH * R;
 
-    const int32_t L = p.lens[off32(b, p.lens_s)];
-    const int32_t page_base = p.indptr[off32(b, p.indptr_s)];
-    /* query m of the chunk is (row r, head h) with m0 + m = r * G + (h - kvh * G);
-     * row r sits at position t = L - R + r */
-    const int32_t t_base = L - p.R;
-    int32_t k_lo, k_hi;
-    dec_key_range(p, t_base + m0 / G, t_base + (m0 + M - 1) / G, split, &k_lo, &k_hi);
+    QH_DYN_LDS(lds_);
+    /* simt: the offsets depend on the run-time row count; held in vector
+     * registers, the scalar ones are what the loop's addresses need */
+    unsigned char *lds = lds_ + (MAT ? 0 : qh_as_vector(0));
+    qh_u32x4 *sq4 = (qh_u32x4 *)lds;                             /* q rows, f16 * 2^e */
+    uint32_t *sq = (uint32_t *)lds;
+    qh_u32x4 *skt4 = (qh_u32x4 *)(lds + QH_DEC_OFF_SKT(D, NR)); /* K tile */
+    uint32_t *skt = (uint32_t *)skt4;
+    qh_u32x4 *svt4 = (qh_u32x4 *)(lds + QH_DEC_OFF_SVT(D, NR)); /* V tile */
+    uint32_t *svt = (uint32_t *)svt4;
+    float *ss = (float *)(lds + QH_DEC_OFF_SS(D, NR));          /* S^T [key][row], then alpha */
+    float *sqf = (float *)(lds + QH_DEC_OFF_SQF(D, NR));        /* 2^-e of each row */
+    float *sks = (float *)(lds + QH_DEC_OFF_SKS(D, NR));        /* k scale * KF (0: no key) */
+    float *svs = (float *)(lds + QH_DEC_OFF_SVS(D, NR));        /* v scale */
+    int32_t *spos = (int32_t *)(lds + QH_DEC_OFF_SPOS(D, NR));  /* key position, -1: none */
+    uint16_t *sp = (uint16_t *)(lds + QH_DEC_OFF_SP(D, NR));    /* P^T [row][key] f16 */
 
-    const float fk = qh_fp8_factor<FMT>();
-    const uint8_t *kbase = p.k + (uint64_t)off32(kvh, p.k_sh) * ESZ;
-    const uint8_t *vbase = p.v + (uint64_t)off32(kvh, p.v_sh) * ESZ;
-    const float *kscale = FMT != QH_BF16 ? p.k_scale + off32(kvh, p.ks_sh) : nullptr;
-    const float *vscale = FMT != QH_BF16 ? p.v_scale + off32(kvh, p.vs_sh) : nullptr;
-    const bool vec = (p.flags & QH_DEC_KV_VEC) != 0;
+    const int lane = (int)qh_lane();
+    const int split = (int)qh_bid_x();
+    const int G = p.hq / p.hkv;
+    const int nrb = G / QH;
+    const int g = (int)qh_bid_y() / nrb, rb = (int)qh_bid_y() % nrb;
+    const int h0 = g * G + rb * QH;
+    const int b = (int)qh_bid_z();
 
-    for (int i = tid; i < MR * D; i += WG) {
-        const int m = i / D, d = i % D;
-        float x = 0.0f;
-        if (m < M) {
-            const int qi = m0 + m, r = qi / G, h = kvh * G + qi % G;
-            x = qh_bf16_to_f32(p.q[off32(b, p.q_s[0]) + off32(r, p.q_s[1]) + off32(h, p.q_s[2]) + d]);
+    /* ---- the request's keys, bounded ---- */
+    const int64_t L = p.lens[(int64_t)b * p.lens_s];
+    const int32_t ip0 = p.indptr[(int64_t)b * p.indptr_s];
+    const int32_t ip1 = qh_min(p.indptr[(int64_t)(b + 1) * p.indptr_s], p.n_indices);
+    /* keys below the capacity of the request's entries may exist (an empty
+     * cache holds none) */
+    const int64_t cap = p.n_slots > 0 ? qh_min(qh_max((int64_t)ip1 - ip0, (int64_t)0) * p.page_size,
+                                               (int64_t)INT32_MAX)
+                                      : 0;
+    /* keys whose entry would precede kv_indices[0] do not exist */
+    const int64_t kfirst = ip0 < 0 ? -(int64_t)ip0 * p.page_size : 0;
+    int64_t lo_all = INT64_MAX, hi_all = -1;
+    for (int r = 0; r < R; ++r) {
+        const int64_t t = L - R + r;
+        const int64_t lo = p.window_left >= 0 && t - p.window_left > 0 ? t - p.window_left : 0;
+        lo_all = qh_min(lo_all, qh_max(lo, kfirst));
+        hi_all = qh_max(hi_all, qh_min(t, cap - 1));
+    }
+    const int64_t s0 = (int64_t)split * p.keys_per_split;
+    const int64_t s1 = split == p.num_splits - 1 ? INT64_MAX : s0 + p.keys_per_split;
+    /* [kb, ke): positions fit int32 (ke <= cap <= INT32_MAX) */
+    const int32_t kb = (int32_t)qh_min(qh_max(s0, lo_all), (int64_t)INT32_MAX);
+    const int32_t ke = (int32_t)qh_min(s1, hi_all + 1);
+
+    /* ---- q rows -> f16 with a per-row power of two ---- */
+    for (int n = 0; n < NR; ++n) {
+        const bool real = n < ROWS;
+        const int h = h0 + n / R, r = n % R;
+        const uint16_t *qr = p.q + (int64_t)b * p.q_sb + (int64_t)r * p.q_sr + (int64_t)h * p.q_sh;
+        float mx = 0.0f;
+        for (int d = lane; d < D && real; d += SG) mx = qh_fmaxf(mx, qh_fabsf(qh_bf16_to_f32(qr[d])));
+        mx = qh_wave_max(mx);
+        const int e = mx > 0.0f ? 15 - dec_frexp_exp(mx) : 0; /* mx * 2^e in [2^14, 2^15) */
+        if (lane == 0) sqf[n] = real ? dec_ldexp(1.0f, -e) : 0.0f;
+        for (int c = lane; c < D / 8; c += SG) {
+            uint32_t wq[4];
+            for (int j = 0; j < 4; ++j) {
+                uint32_t hv[2];
+                for (int u = 0; u < 2; ++u) {
+                    const int spo = c * 8 + 2 * j + u;
+                    const int dm = PERM ? dec_perm(spo) : spo;
+                    hv[u] = real ? qh_f32_to_f16(dec_ldexp(qh_bf16_to_f32(qr[dm]), e)) : 0u;
+                }
+                wq[j] = hv[0] | (hv[1] << 16);
+            }
+            sq4[n * LD4 + c] = qh_u32x4{wq[0], wq[1], wq[2], wq[3]};
         }
-        q_s[m][d] = x;
     }
-    if (tid < MR) {
-        m_s[tid] = qh_neg_inf();
-        l_s[tid] = 0.0f;
-        alpha_s[tid] = 1.0f; /* rows past M are never updated */
-    }
-    qh_barrier();
 
-    /* phase-3 ownership: 4 columns x every KG-th key of the tile */
-    const int NCG = D / 4, KG = WG / NCG;
-    const int cg = tid % NCG, kg = tid / NCG;
-    float acc_o[MR][4];
-    for (int m = 0; m < MR; ++m)
-        for (int c = 0; c < 4; ++c) acc_o[m][c] = 0.0f;
+    /* this lane's softmax row: running max (log2 units), partial sum */
+    const int sn = lane % QH_DEC_MAX_NR, sk0 = (lane / QH_DEC_MAX_NR) * KPL;
+    float m_run = qh_neg_inf(), l_run = 0.0f;
+    /* Row r sees position pos iff d = pos - (L - R) <= r and, with a window,
+     * d >= r - window_left; every staged key lies in [kfirst, cap) already
+     * (kb and ke bound the loop). */
+    const int64_t tbase = (int64_t)dec_vreg<VREG2>((int32_t)L) - R;
+    const int64_t wl = dec_vreg<VREG2>(p.window_left);
+    const float softcap = dec_vregf<VREG2>(p.softcap), sm_scale = dec_vregf<VREG2>(p.sm_scale);
 
-    for (int32_t t0 = k_lo; t0 < k_hi; t0 += WG) {
-        /* ---- phase 1: one key per thread, scored against all 16 query
-         * slots (rows past M hold zeros and are discarded in phase 2) ---- */
-        {
-            const int32_t key = t0 + tid;
-            int32_t row = 0;
-            const int32_t page = key < k_hi ? dec_page(p, page_base, key, &row) : -1;
-            /* No branch around the loads: an invalid key reads slot 0 (the
-             * kernel is not launched with an empty cache) and is masked. */
-            const int32_t pg = page >= 0 ? page : 0, rw = page >= 0 ? row : 0;
-            const uint8_t *krow = kbase + (uint64_t)dec_row_off(pg, rw, p.k_ps, p.k_rs) * ESZ;
-            const float ksc = FMT != QH_BF16 ? kscale[dec_row_off(pg, rw, p.ks_ps, p.ks_rs)] * fk : 1.0f;
-            const float vsc = page < 0 ? 0.0f
-                              : FMT != QH_BF16 ? vscale[dec_row_off(pg, rw, p.vs_ps, p.vs_rs)] * fk
-                                               : 1.0f;
-            float dot[MR];
-            for (int m = 0; m < MR; ++m) dot[m] = 0.0f;
-            /* q is constant over the key loop: read through an opaque offset
-             * so the compiler re-reads it from LDS (a broadcast) rather than
-             * holding MR x D values in registers across the loop */
-            const float *qb = &q_s[0][0] + qh_as_vector(0);
-            for (int d = 0; d < D; d += 4) {
-                float kv[4];
-                qh_kv_load4<FMT>(krow + d * ESZ, vec, kv);
+    /* output accumulators */
+#if QH_DEC_HAVE_MATRIX && defined(QH_NVIDIA)
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> oacc_nv[MAT ? D / 16 : 1];
+    if constexpr (MAT)
+        for (int j = 0; j < D / 16; ++j) nvcuda::wmma::fill_fragment(oacc_nv[j], 0.0f);
+#endif
+#if QH_DEC_HAVE_MATRIX && defined(QH_GFX942)
+    constexpr int AV = 4; /* accumulator values per lane per fragment */
+#else
+    constexpr int AV = 8;
+#endif
+    constexpr int OG = (D / 8) * QH_DEC_MAX_NR;
+    constexpr int OPLM = (OG + SG - 1) / SG;
+    /* simt: lanes own groups of 8 output dims of one row (group e = lane +
+     * SG * i); matrix (AMD): the fragments' accumulators */
+    constexpr int NACC = MAT ? (D / 16) * AV : OPLM * 8;
+    float oacc[NACC];
 #pragma unroll
-                for (int m = 0; m < MR; ++m)
-                    for (int j = 0; j < 4; ++j) dot[m] = __builtin_fmaf(qb[m * D + d + j], kv[j], dot[m]);
-                /* one step at a time: otherwise the scheduler may issue the
-                 * q reads of many steps at once (MR x D registers) */
+    for (int i = 0; i < NACC; ++i) oacc[i] = 0.0f;
+    const int og = (D / 8) * NR, opl = (og + SG - 1) / SG;
+
+    /* ---- the tile loop. Loads are software-pipelined: the page ids of
+     * tile t + 2 and the data of tile t + 1 are in flight while tile t is
+     * computed, when a tile's chunks fit 4 registers of 16 bytes per
+     * lane (PREF); larger rows (D 256 on wave32, bf16 D >= 128) would hold
+     * more registers than the accumulators leave, so their data is loaded
+     * and staged at the top of the iteration, one or two chunks at a time (page ids
+     * still one tile ahead). Every address is formed from bounded indices
+     * (a select, not a branch). ---- */
+    constexpr bool PREF = NCH <= 4;
+    constexpr int NB = PREF ? NCH : D * ES >= 512 ? 1 : 2; /* chunks per lane held in registers */
+    constexpr int NBATCH = (NCH + NB - 1) / NB;
+    int32_t npage = 0, nrow = 0, nok = 0;     /* key `lane` of the next tile (page ids) */
+    int32_t kp = 0, kr = 0, kk = 0;           /* key `lane` of the tile being loaded */
+    qh_u32x4 rk[NB], rv[NB];
+    float rks = 0.0f, rvs = 0.0f;
+    int32_t rpos = -1;
+    const int vec = p.load_bytes;
+    /* the views' strides in vector registers: they multiply per-lane page
+     * ids anyway, and the loop's scalar registers are needed elsewhere */
+    const uint32_t k_ps = (uint32_t)dec_vreg<VREG>((int32_t)p.k_ps), k_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.k_rs);
+    const uint32_t v_ps = (uint32_t)dec_vreg<VREG>((int32_t)p.v_ps), v_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.v_rs);
+    const uint32_t ks_ps = (uint32_t)dec_vreg<VREG>((int32_t)p.ks_ps), ks_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.ks_rs);
+    const uint32_t vs_ps = (uint32_t)dec_vreg<VREG>((int32_t)p.vs_ps), vs_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.vs_rs);
+    const int32_t n_slots = dec_vreg<VREG>(p.n_slots), psz = dec_vreg<VREG>(p.page_size), ip0v = dec_vreg<VREG>(ip0);
+    const uint8_t *kbase = p.k + (uint64_t)((uint32_t)g * p.k_hs) * ES;
+    const uint8_t *vbase = p.v + (uint64_t)((uint32_t)g * p.v_hs) * ES;
+    const float *ksb = HAS_SCALES ? p.ks + (uint32_t)g * p.ks_hs : nullptr;
+    const float *vsb = HAS_SCALES ? p.vs + (uint32_t)g * p.vs_hs : nullptr;
+
+    /* t0: a tile's first position, unsigned (t0 + 2 TK may pass INT32_MAX) */
+    auto keys_of = [&](uint32_t t0) {
+        const uint32_t pos = t0 + (uint32_t)lane;
+        const int32_t pc = (int32_t)qh_min(pos, (uint32_t)ke - 1u);
+        const int64_t ent = (int64_t)ip0v + pc / psz;
+        npage = p.indices[(uint32_t)qh_max(ent, (int64_t)0) * (uint32_t)p.indices_s];
+        nrow = pc % psz;
+        nok = (lane < TK && pos < (uint32_t)ke && ent >= 0) ? 1 : 0;
+    };
+    /* The keys keys_of described become the tile being loaded: existence,
+     * position and scales. */
+    auto tile_keys = [&](uint32_t t0) {
+        kp = npage;
+        kr = nrow;
+        kk = (nok != 0 && kp >= 0 && (int64_t)kp * psz + kr < n_slots) ? 1 : 0;
+        rpos = kk ? (int32_t)(t0 + (uint32_t)lane) : -1;
+        if constexpr (HAS_SCALES) {
+            const uint32_t so = kk ? (uint32_t)kp * ks_ps + (uint32_t)kr * ks_rs : 0u;
+            const uint32_t vo = kk ? (uint32_t)kp * vs_ps + (uint32_t)kr * vs_rs : 0u;
+            const float xs = ksb[so], ys = vsb[vo];
+            rks = kk ? KF * xs : 0.0f;
+            rvs = kk ? ys : 0.0f;
+        } else {
+            rks = kk ? KF : 0.0f;
+            rvs = kk ? 1.0f : 0.0f;
+        }
+    };
+    /* Issues the loads of chunks lane + SG * (NB * bt + i), i < NB. */
+    auto load_batch = [&](int bt) {
+#pragma unroll
+        for (int i = 0; i < NB; ++i) {
+            const int c = lane + SG * (NB * bt + i);
+            const int key = qh_min(c / CPK, TK - 1);
+            const int32_t page = (int32_t)qh_shfl_u32((uint32_t)kp, (uint32_t)key);
+            const int32_t row = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)key);
+            int32_t ok = (int32_t)qh_shfl_u32((uint32_t)kk, (uint32_t)key);
+            if (c >= TK * CPK) ok = 0;
+            const uint32_t part = (uint32_t)(c % CPK) * 16u;
+            const uint32_t ko = ok ? ((uint32_t)page * k_ps + (uint32_t)row * k_rs) * ES + part : 0u;
+            const uint32_t vo = ok ? ((uint32_t)page * v_ps + (uint32_t)row * v_rs) * ES + part : 0u;
+            const qh_u32x4 xk = dec_load16(kbase + ko, vec);
+            const qh_u32x4 xv = dec_load16(vbase + vo, vec);
+            /* per component: a select of whole structs goes through scratch */
+            const uint32_t mk = ok ? 0xFFFFFFFFu : 0u;
+            rk[i] = qh_u32x4{xk.x & mk, xk.y & mk, xk.z & mk, xk.w & mk};
+            rv[i] = qh_u32x4{xv.x & mk, xv.y & mk, xv.z & mk, xv.w & mk};
+        }
+    };
+    /* Decodes the loaded chunks of batch bt into the K and V tiles. */
+    auto stage_batch = [&](int bt) {
+#pragma unroll
+        for (int i = 0; i < NB; ++i) {
+            const int c = lane + SG * (NB * bt + i);
+            if (c < TK * CPK) {
+                const int key = c / CPK, part = c % CPK;
+                if constexpr (FMT == QH_BF16) {
+                    skt4[key * LD4 + part] = rk[i];
+                    svt4[key * LD4 + part] = rv[i];
+                } else {
+                    uint32_t o[8];
+                    dec_decode16<FMT>(rk[i], o);
+                    skt4[key * LD4 + 2 * part] = qh_u32x4{o[0], o[1], o[2], o[3]};
+                    skt4[key * LD4 + 2 * part + 1] = qh_u32x4{o[4], o[5], o[6], o[7]};
+                    dec_decode16<FMT>(rv[i], o);
+                    svt4[key * LD4 + 2 * part] = qh_u32x4{o[0], o[1], o[2], o[3]};
+                    svt4[key * LD4 + 2 * part + 1] = qh_u32x4{o[4], o[5], o[6], o[7]};
+                }
+            }
+        }
+    };
+
+    if (kb < ke) {
+        keys_of((uint32_t)kb);
+        if constexpr (PREF) {
+            tile_keys((uint32_t)kb);
+            load_batch(0);
+            keys_of((uint32_t)kb + TK);
+        }
+    }
+    for (uint32_t t0 = (uint32_t)kb; t0 < (uint32_t)ke; t0 += TK) {
+        /* 1. stage the tile */
+        if constexpr (PREF) {
+            stage_batch(0);
+        } else {
+            tile_keys(t0);
+#pragma unroll 1
+            for (int bt = 0; bt < NBATCH; ++bt) {
+                load_batch(bt);
+                stage_batch(bt);
+            }
+        }
+        if (lane < TK) {
+            sks[lane] = rks;
+            svs[lane] = rvs;
+            spos[lane] = rpos;
+        }
+        qh_wave_sync();
+        /* what is in flight while this tile is computed */
+        if (t0 + TK < (uint32_t)ke) {
+            if constexpr (PREF) {
+                tile_keys(t0 + TK);
+                load_batch(0);
+                keys_of(t0 + 2 * TK);
+            } else {
+                keys_of(t0 + TK);
+            }
+        }
+
+        /* 2. S^T = K Q^T */
+        if constexpr (MAT) {
+#if QH_DEC_HAVE_MATRIX && defined(QH_GFX942)
+            const int gq = lane >> 4, cq = lane & 15;
+            /* q is the same every tile: an opaque offset makes the compiler
+             * re-read it from LDS instead of holding D / 8 words across the
+             * loop */
+            const uint32_t *sqv = sq + qh_as_vector(0);
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int j = 0; j < D / 16; ++j) {
+                const uint32_t a[2] = {skt[cq * LW + 8 * j + 2 * gq], skt[cq * LW + 8 * j + 2 * gq + 1]};
+                const uint32_t bq[2] = {sqv[cq * LW + 8 * j + 2 * gq], sqv[cq * LW + 8 * j + 2 * gq + 1]};
+                qh_mfma_f16(a, bq, acc);
+                qh_sched_barrier(); /* one fragment's LDS reads at a time */
+            }
+            for (int v = 0; v < 4; ++v) ss[(4 * gq + v) * NR + cq] = acc[v];
+#elif QH_DEC_HAVE_MATRIX && defined(QH_GFX12)
+            const int gq = lane >> 4, cq = lane & 15;
+            const uint32_t *sqv = sq + qh_as_vector(0); /* re-read q each tile, as above */
+            float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int j = 0; j < D / 16; ++j) {
+                const int w0 = 8 * j + 2 * gq;
+                const uint32_t a[4] = {skt[cq * LW + w0], skt[cq * LW + w0 + 1], skt[cq * LW + w0 + 4],
+                                       skt[cq * LW + w0 + 5]};
+                const uint32_t bq[4] = {sqv[cq * LW + w0], sqv[cq * LW + w0 + 1], sqv[cq * LW + w0 + 4],
+                                        sqv[cq * LW + w0 + 5]};
+                qh_wmma_f16(a, bq, acc);
                 qh_sched_barrier();
             }
-            const float sc = p.sm_scale * ksc;
+            for (int v = 0; v < 8; ++v) ss[(8 * gq + v) * NR + cq] = acc[v];
+#elif QH_DEC_HAVE_MATRIX && defined(QH_NVIDIA)
+            using namespace nvcuda;
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sacc;
+            wmma::fill_fragment(sacc, 0.0f);
 #pragma unroll
-            for (int m = 0; m < MR; ++m)
-                s_s[m][tid] = page >= 0 ? sc * dot[m] : qh_neg_inf();
-            /* the key's V row offset (< 2^31 inside the cache), -1 masked */
-            slot_s[tid] = page >= 0 ? (int32_t)dec_row_off(pg, rw, p.v_ps, p.v_rs) : -1;
-            vsc_s[tid] = vsc;
+            for (int j = 0; j < D / 16; ++j) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> ka;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> qb;
+                wmma::load_matrix_sync(ka, (const __half *)skt + 16 * j, LD4 * 8);
+                wmma::load_matrix_sync(qb, (const __half *)sq + 16 * j, LD4 * 8);
+                wmma::mma_sync(sacc, ka, qb, sacc);
+            }
+            wmma::store_matrix_sync(ss, sacc, NR, wmma::mem_row_major);
+#endif
+        } else {
+            for (int e = lane; e < TK * NR; e += SG) {
+                const int key = e / NR, n = e % NR;
+                float acc = 0.0f;
+                if (n < ROWS) {
+#pragma unroll 2
+                    for (int w = 0; w < D / 2; ++w) {
+                        float kx, ky, qx, qy;
+                        dec_unpack2<FMT>(skt[key * LW + w], &kx, &ky);
+                        dec_unpack2<QH_FN>(sq[n * LW + w], &qx, &qy); /* q is f16 */
+                        acc += kx * qx + ky * qy;
+                    }
+                }
+                ss[key * NR + n] = acc;
+            }
         }
-        qh_barrier();
+        qh_wave_sync();
 
-        /* ---- phase 2: each row's soft cap, mask and online softmax, one
-         * wave per row; rows past M become all-zero probabilities ---- */
+        /* 3. online softmax; lane: row sn, keys sk0 .. sk0 + KPL - 1. Every
+         * lane runs every step (the row reductions are wave-wide exchanges);
+         * padding rows only write nothing. */
         {
-            const int nw = WG / QH_WAVE, w = tid / QH_WAVE, lane = (int)qh_lane();
-            for (int m = w; m < MR; m += nw) {
-                if (m >= M) {
-                    for (int j = lane; j < WG; j += QH_WAVE) s_s[m][j] = 0.0f;
-                    continue;
+            const int n = sn;
+            const bool act = n < ROWS;
+            const int r = act ? n % R : 0;
+            const float qs = act ? sqf[n] * sm_scale : 0.0f;
+            float sv[KPL];
+            float tmax = qh_neg_inf();
+#pragma unroll
+            for (int j = 0; j < KPL; ++j) {
+                const int key = sk0 + j;
+                const int32_t pos = spos[key];
+                const int64_t d = (int64_t)pos - tbase;
+                float x = qh_neg_inf();
+                if (act && pos >= 0 && d <= r && (wl < 0 || d >= r - wl)) {
+                    x = ss[key * NR + n] * qs * sks[key];
+                    if (softcap > 0.0f) x = softcap * dec_tanh(x / softcap);
+                    x *= LOG2E;
                 }
-                const int32_t t = t_base + (m0 + m) / G;
-                const int32_t lo = p.window_left >= 0 ? t - p.window_left : INT32_MIN;
-                float tmax = qh_neg_inf();
-                for (int j = lane; j < WG; j += QH_WAVE) {
-                    const int32_t key = t0 + j;
-                    float s = s_s[m][j];
-                    /* masked (-inf) stays masked: the cap maps -inf to -cap */
-                    if (key > t || key < lo || s == qh_neg_inf()) s = qh_neg_inf();
-                    else s = dec_softcap(p, s);
-                    s_s[m][j] = s;
-                    tmax = qh_fmaxf(tmax, s);
+                sv[j] = x;
+                tmax = qh_fmaxf(tmax, x);
+            }
+            tmax = dec_row_max(tmax);
+            const float mn = qh_fmaxf(m_run, tmax);
+            const float alpha = mn == qh_neg_inf() ? 1.0f : qh_exp2f(m_run - mn);
+            m_run = mn;
+            float ps = 0.0f;
+            uint32_t pw[KPL / 2];
+#pragma unroll
+            for (int j = 0; j < KPL; ++j) {
+                const int key = sk0 + j;
+                const float pr = sv[j] == qh_neg_inf() ? 0.0f : qh_exp2f(sv[j] - mn);
+                ps += pr;
+                const uint32_t h = qh_f32_to_f16(pr * svs[key]);
+                if (j % 2 == 0) pw[j / 2] = h;
+                else pw[j / 2] |= h << 16;
+            }
+            if (act) {
+                /* P^T row n, keys sk0..: whole words (sk0 and LDP are even) */
+                uint32_t *sp32 = (uint32_t *)(sp + n * LDP + sk0);
+#pragma unroll
+                for (int j = 0; j < KPL / 2; ++j) sp32[j] = pw[j];
+#pragma unroll
+                for (int j = 0; j < KPL; ++j) ss[(sk0 + j) * NR + n] = alpha;
+            }
+            l_run = l_run * alpha + ps;
+        }
+        qh_wave_sync();
+
+        /* 4. O^T = O^T * alpha + V^T P^T */
+        if constexpr (MAT) {
+#if QH_DEC_HAVE_MATRIX && defined(QH_GFX942)
+            const int gq = lane >> 4, cq = lane & 15;
+            const float am = ss[cq];
+#pragma unroll
+            for (int i = 0; i < NACC; ++i) oacc[i] *= am;
+            const uint32_t *sp32 = (const uint32_t *)sp;
+            const uint32_t bp[2] = {sp32[(cq * LDP + 4 * gq) / 2], sp32[(cq * LDP + 4 * gq) / 2 + 1]};
+            const uint16_t *sv16 = (const uint16_t *)svt;
+#pragma unroll
+            for (int j = 0; j < D / 16; ++j) {
+                uint32_t a[2];
+                for (int t = 0; t < 2; ++t) {
+                    const int k0 = 4 * gq + 2 * t;
+                    a[t] = (uint32_t)sv16[k0 * LW * 2 + 16 * j + cq] |
+                           ((uint32_t)sv16[(k0 + 1) * LW * 2 + 16 * j + cq] << 16);
                 }
-                tmax = qh_wave_max(tmax);
-                const float m_old = m_s[m];
-                const float m_new = qh_fmaxf(m_old, tmax);
-                const bool none = m_new == qh_neg_inf();
-                const float alpha = none ? 1.0f : qh_expf(m_old - m_new);
-                float psum = 0.0f;
-                for (int j = lane; j < WG; j += QH_WAVE) {
-                    const float s = s_s[m][j];
-                    const float e = s == qh_neg_inf() ? 0.0f : qh_expf(s - m_new);
-                    psum += e;
-                    s_s[m][j] = e * vsc_s[j];
+                qh_mfma_f16(a, bp, &oacc[4 * j]);
+                qh_sched_barrier();
+            }
+#elif QH_DEC_HAVE_MATRIX && defined(QH_GFX12)
+            const int gq = lane >> 4, cq = lane & 15;
+            const float am = ss[cq];
+#pragma unroll
+            for (int i = 0; i < NACC; ++i) oacc[i] *= am;
+            const uint32_t *sp32 = (const uint32_t *)sp;
+            const int pw = (cq * LDP + 4 * gq) / 2;
+            const uint32_t bp[4] = {sp32[pw], sp32[pw + 1], sp32[pw + 4], sp32[pw + 5]};
+            const uint16_t *sv16 = (const uint16_t *)svt;
+#pragma unroll
+            for (int j = 0; j < D / 16; ++j) {
+                uint32_t a[4];
+                for (int t = 0; t < 4; ++t) {
+                    const int k0 = 8 * (t / 2) + 4 * gq + 2 * (t % 2);
+                    a[t] = (uint32_t)sv16[k0 * LW * 2 + 16 * j + cq] |
+                           ((uint32_t)sv16[(k0 + 1) * LW * 2 + 16 * j + cq] << 16);
                 }
-                psum = qh_wave_sum(psum);
-                if (lane == 0) {
-                    m_s[m] = m_new;
-                    l_s[m] = l_s[m] * alpha + psum;
-                    alpha_s[m] = alpha;
+                qh_wmma_f16(a, bp, &oacc[8 * j]);
+                qh_sched_barrier();
+            }
+#elif QH_DEC_HAVE_MATRIX && defined(QH_NVIDIA)
+            using namespace nvcuda;
+            /* alpha as a 16 x 16 accumulator: the same fragment type has the
+             * same layout, so the rescale is element-wise */
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> am;
+            wmma::load_matrix_sync(am, ss, NR, wmma::mem_row_major);
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> pb;
+            wmma::load_matrix_sync(pb, (const __half *)sp, LDP);
+#pragma unroll
+            for (int j = 0; j < D / 16; ++j) {
+                for (int t = 0; t < oacc_nv[j].num_elements; ++t) oacc_nv[j].x[t] *= am.x[t];
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::col_major> va;
+                wmma::load_matrix_sync(va, (const __half *)svt + 16 * j, LD4 * 8);
+                wmma::mma_sync(oacc_nv[j], va, pb, oacc_nv[j]);
+            }
+#endif
+        } else {
+#pragma unroll
+            for (int i = 0; i < OPLM; ++i) {
+                if (i >= opl) continue;
+                const int e = lane + SG * i;
+                if (e < og) {
+                    const int n = e / (D / 8), c = e % (D / 8);
+                    const float alpha = ss[n];
+                    float *a = &oacc[i * 8];
+                    for (int u = 0; u < 8; ++u) a[u] *= alpha;
+#pragma unroll 1
+                    for (int key = 0; key < TK; ++key) {
+                        const float pr = qh_f16_to_f32(sp[n * LDP + key]);
+                        const qh_u32x4 vw = svt4[key * LD4 + c];
+                        const uint32_t w4[4] = {vw.x, vw.y, vw.z, vw.w};
+                        for (int j = 0; j < 4; ++j) {
+                            float vx, vy;
+                            dec_unpack2<FMT>(w4[j], &vx, &vy);
+                            a[2 * j] += pr * vx;
+                            a[2 * j + 1] += pr * vy;
+                        }
+                    }
                 }
             }
         }
-        qh_barrier();
+        qh_wave_sync();
+    }
 
-        /* ---- phase 3: P.V for 4 columns over every KG-th key ---- */
-        if (kg < KG) {
+    /* ---- partials: unnormalised O^T (staged dims), m and l per row slot ---- */
+    const int S = p.num_splits;
+    const int64_t slot0 = (((int64_t)b * p.hkv + g) * nrb + rb) * NR; /* first row slot */
+    float *ws_o = QH_LATE(p, ws_o);
+    if constexpr (MAT) {
+#if QH_DEC_HAVE_MATRIX && (defined(QH_GFX942) || defined(QH_GFX12))
+        const int gq = lane >> 4, cq = lane & 15;
+        float *wo = ws_o + ((slot0 + cq) * S + split) * D;
 #pragma unroll
-            for (int m = 0; m < MR; ++m) {
-                const float a = alpha_s[m];
-                for (int c = 0; c < 4; ++c) acc_o[m][c] *= a;
+        for (int j = 0; j < D / 16; ++j)
+            for (int v = 0; v < AV; ++v) wo[16 * j + AV * gq + v] = oacc[AV * j + v];
+#elif QH_DEC_HAVE_MATRIX && defined(QH_NVIDIA)
+        /* through the S^T area (16 x 16 f32, free now): the fragment's layout
+         * is the compiler's */
+        for (int j = 0; j < D / 16; ++j) {
+            nvcuda::wmma::store_matrix_sync(ss, oacc_nv[j], 16, nvcuda::wmma::mem_col_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += SG) {
+                const int n = e / 16, d = e % 16;
+                ws_o[((slot0 + n) * S + split) * D + 16 * j + d] = ss[e];
             }
-            for (int kk = kg; kk < WG; kk += KG) {
-                const int32_t voff = slot_s[kk];
-                if (voff < 0) continue;
-                const uint8_t *vrow = vbase + (uint64_t)(uint32_t)voff * ESZ;
-                float vv[4];
-                qh_kv_load4<FMT>(vrow + cg * 4 * ESZ, vec, vv);
+            __syncwarp();
+        }
+#endif
+    } else {
 #pragma unroll
-                for (int m = 0; m < MR; ++m) {
-                    const float pm = s_s[m][kk];
-                    for (int c = 0; c < 4; ++c) acc_o[m][c] += pm * vv[c];
-                }
+        for (int i = 0; i < OPLM; ++i) {
+            if (i >= opl) continue;
+            const int e = lane + SG * i;
+            if (e < og) {
+                const int n = e / (D / 8), c = e % (D / 8);
+                float *wo = ws_o + ((slot0 + n) * S + split) * D + c * 8;
+                for (int u = 0; u < 8; ++u) wo[u] = oacc[i * 8 + u];
             }
         }
-        qh_barrier();
     }
-
-    /* ---- sum the KG key subsets, MR/4 rows per round (what the score
-     * tile holds), into q_s (free now), then finish every (row, 4 columns)
-     * from one loop ---- */
-    float *red = &s_s[0][0]; /* [RPR][KG][D] floats = 4 * RPR * wg */
-#pragma unroll
-    for (int rr = 0; rr < 4; ++rr) {
-        if (rr * RPR >= M) break;
-        if (kg < KG) {
-#pragma unroll
-            for (int mi = 0; mi < RPR; ++mi)
-                for (int c = 0; c < 4; ++c)
-                    red[(mi * KG + kg) * D + cg * 4 + c] = acc_o[rr * RPR + mi][c];
-        }
-        qh_barrier();
-        for (int i = tid; i < RPR * D; i += WG) {
-            const int mi = i / D, col = i % D;
-            float tot = 0.0f;
-            for (int k = 0; k < KG; ++k) tot += red[(mi * KG + k) * D + col];
-            q_s[rr * RPR + mi][col] = tot;
-        }
-        qh_barrier();
-    }
-    for (int i = tid; i < M * (D / 4); i += WG) {
-        const int m = i / (D / 4), col = (i % (D / 4)) * 4;
-        const int qi = m0 + m;
-        dec_finish(p, b, qi / G, kvh * G + qi % G, split, col, 4, &q_s[m][col], m_s[m], l_s[m],
-                   col == 0);
-    }
-}
-
-/* ======================================================================
- * Packed FP8 kernel (wave32): D = 128, E4M3FN, R = 1, GQA G in {4, 8}
- * ====================================================================== */
-#if QH_WAVE == 32
-/* bf16 bits of a value converted from fp8 (exact: <= 4 significant bits). */
-QH_DEV uint32_t pk_bf16_pair(float lo, float hi) {
-    return (qh_f32_bits(lo) >> 16) | (qh_f32_bits(hi) & 0xFFFF0000u);
-}
-
-template <int G, int FMT>
-QH_DEV void decode_packed(const qh_decode_params &p) {
-    constexpr int D = 128, NW = QH_PACKED_WAVES;
-    /* Per wave: V^T of its current 16 keys as bf16, [dv][16 keys]. After the
-     * key loop the same 16 KiB hold each wave's G x D partial output. */
-    __shared__ uint8_t lds[NW * D * 16 * 2] __attribute__((aligned(16)));
-    __shared__ float ml_s[NW][2][8]; /* per wave: m and l of each head */
-    uint16_t(*vt_s)[D][16] = (uint16_t(*)[D][16])lds;
-
-    const int tid = (int)qh_tid();
-    const int w = tid / 32, lane = (int)qh_lane();
-    const int g = lane >> 4, c = lane & 15;
-    const int kvh = (int)qh_bid_x() % p.Hkv, b = (int)qh_bid_x() / p.Hkv;
-    const int split = (int)qh_bid_y();
-
-    const int32_t L = p.lens[off32(b, p.lens_s)];
-    const int32_t page_base = p.indptr[off32(b, p.indptr_s)];
-    int32_t k_lo, k_hi;
-    dec_key_range(p, L - 1, L - 1, split, &k_lo, &k_hi);
-
-    /* Q as the B operand of S^T = K.Q^T: lane (head c, group g), k-step ks,
-     * slot e holds q[d = 64g + 8ks + e]. The same d order feeds K's A
-     * operand, so each lane reads one contiguous 64-byte half of a K row. */
-    uint32_t qb[8][4];
+    float *ws_ml = QH_LATE(p, ws_ml);
     {
-        const uint16_t *qrow = p.q + off32(b, p.q_s[0]) + off32(kvh * G + (c < G ? c : 0), p.q_s[2]);
-        for (int ks = 0; ks < 8; ++ks)
-            for (int v = 0; v < 4; ++v) {
-                const int d = 64 * g + 8 * ks + 2 * v;
-                qb[ks][v] = c < G ? ((uint32_t)qrow[d] | ((uint32_t)qrow[d + 1] << 16)) : 0u;
-            }
-    }
-
-    const uint8_t *kbase = p.k + off32(kvh, p.k_sh);
-    const uint8_t *vbase = p.v + off32(kvh, p.v_sh);
-    const float *kscale = p.k_scale + off32(kvh, p.ks_sh);
-    const float *vscale = p.v_scale + off32(kvh, p.vs_sh);
-    const float fk = qh_fp8_factor<FMT>();
-
-    float m_run = qh_neg_inf(), l_part = 0.0f;
-    float o_acc[8][8]; /* [dv block][head 8g + v] */
-    for (int i = 0; i < 8; ++i)
-        for (int v = 0; v < 8; ++v) o_acc[i][v] = 0.0f;
-
-    for (int32_t kb = k_lo + 16 * w; kb < k_hi; kb += 16 * NW) {
-        /* this lane's key for the A operand and the V staging: key c */
-        const int32_t key = kb + c;
-        int32_t row = 0;
-        const int32_t page = key < k_hi ? dec_page(p, page_base, key, &row) : -1;
-        float my_ksc = 0.0f, my_vsc = 0.0f;
-        qh_u32x4 kw[4], vw[4];
-        for (int i = 0; i < 4; ++i) {
-            kw[i] = qh_u32x4{0u, 0u, 0u, 0u};
-            vw[i] = kw[i];
+        const float lt = dec_row_sum(l_run);
+        if (sn < NR && lane < QH_DEC_MAX_NR) {
+            float *at = ws_ml + ((slot0 + sn) * S + split) * 2;
+            at[0] = m_run;
+            at[1] = lt;
         }
-        if (page >= 0) {
-            my_ksc = kscale[dec_row_off(page, row, p.ks_ps, p.ks_rs)] * fk;
-            my_vsc = vscale[dec_row_off(page, row, p.vs_ps, p.vs_rs)] * fk;
-            const qh_u32x4 *kr = (const qh_u32x4 *)(kbase + dec_row_off(page, row, p.k_ps, p.k_rs) + 64 * g);
-            const qh_u32x4 *vr = (const qh_u32x4 *)(vbase + dec_row_off(page, row, p.v_ps, p.v_rs) + 64 * g);
-            for (int i = 0; i < 4; ++i) {
-                kw[i] = kr[i];
-                vw[i] = vr[i];
-            }
-        }
-
-        /* S^T[key][head] over 8 k-steps of 16 dims */
-        float s[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        for (int ks = 0; ks < 8; ++ks) {
-            const qh_u32x4 &q4 = kw[ks / 2];
-            const uint32_t w0 = (ks & 1) ? q4.z : q4.x, w1 = (ks & 1) ? q4.w : q4.y;
-            float f[8];
-            qh_fp8x4_to_f32<FMT>(w0, f);
-            qh_fp8x4_to_f32<FMT>(w1, f + 4);
-            const uint32_t a[4] = {pk_bf16_pair(f[0], f[1]), pk_bf16_pair(f[2], f[3]),
-                                   pk_bf16_pair(f[4], f[5]), pk_bf16_pair(f[6], f[7])};
-            qh_wmma_bf16(a, qb[ks], s);
-        }
-
-        /* lane (head c, group g) now holds keys 8g + v; fetch their scales */
-        float tmax = qh_neg_inf();
-        float vsc[8];
-        for (int v = 0; v < 8; ++v) {
-            const uint32_t src = (uint32_t)(8 * g + v);
-            const float ksc = qh_shfl_f32(my_ksc, src);
-            vsc[v] = qh_shfl_f32(my_vsc, src);
-            /* k_lo/k_hi already hold the window; a key is visible iff its slot is valid */
-            const bool vis = qh_shfl_u32(page >= 0 ? 1u : 0u, src) != 0u;
-            s[v] = vis ? dec_softcap(p, p.sm_scale * s[v] * ksc) : qh_neg_inf();
-            tmax = qh_fmaxf(tmax, s[v]);
-        }
-        tmax = qh_fmaxf(tmax, qh_shfl_xor_f32(tmax, 16u));
-        const float m_new = qh_fmaxf(m_run, tmax);
-        const bool none = m_new == qh_neg_inf();
-        const float alpha = none ? 1.0f : qh_expf(m_run - m_new);
-        float psum = 0.0f;
-        uint32_t pa[4];
-        for (int v = 0; v < 8; v += 2) {
-            const float p0 = s[v] == qh_neg_inf() ? 0.0f : qh_expf(s[v] - m_new);
-            const float p1 = s[v + 1] == qh_neg_inf() ? 0.0f : qh_expf(s[v + 1] - m_new);
-            psum += p0 + p1;
-            /* P as the A operand of O = P.V: row = head c, slot e = key 8g+e */
-            pa[v / 2] = (uint32_t)qh_f32_to_bf16(p0 * vsc[v]) |
-                        ((uint32_t)qh_f32_to_bf16(p1 * vsc[v + 1]) << 16);
-        }
-        l_part = l_part * alpha + psum;
-        m_run = m_new;
-
-        /* stage V^T: lane (key c, half g) writes dims 64g .. 64g+63 */
-        for (int i = 0; i < 4; ++i) {
-            const uint32_t words[4] = {vw[i].x, vw[i].y, vw[i].z, vw[i].w};
-            for (int j = 0; j < 4; ++j) {
-                float f[4];
-                qh_fp8x4_to_f32<FMT>(words[j], f);
-                const int d0 = 64 * g + 16 * i + 4 * j;
-                for (int e = 0; e < 4; ++e) vt_s[w][d0 + e][c] = (uint16_t)(qh_f32_bits(f[e]) >> 16);
-            }
-        }
-        qh_wave_sync();
-
-        /* rescale O rows (heads 8g + v) by their heads' alpha */
-        for (int v = 0; v < 8; ++v) {
-            const float a = qh_shfl_f32(alpha, (uint32_t)(8 * g + v));
-            for (int i = 0; i < 8; ++i) o_acc[i][v] *= a;
-        }
-        /* O[head][dv] += P[head][key] . V[key][dv], 8 blocks of 16 dims */
-        for (int i = 0; i < 8; ++i) {
-            const qh_u32x4 bv = *(const qh_u32x4 *)&vt_s[w][16 * i + c][8 * g];
-            const uint32_t bw[4] = {bv.x, bv.y, bv.z, bv.w};
-            qh_wmma_bf16(pa, bw, o_acc[i]);
-        }
-        qh_wave_sync();
-    }
-
-    /* ---- merge the four waves ---- */
-    const float l_head = l_part + qh_shfl_xor_f32(l_part, 16u);
-    qh_barrier(); /* all waves are done with vt_s */
-    float *o_s = (float *)lds; /* [NW][8 heads][D] f32 = 16 KiB */
-    if (g == 0 && c < G) {
-        ml_s[w][0][c] = m_run;
-        ml_s[w][1][c] = l_head;
-    }
-    for (int v = 0; v < 8; ++v) {
-        const int h = 8 * g + v;
-        if (h < G)
-            for (int i = 0; i < 8; ++i) o_s[(w * 8 + h) * D + 16 * i + c] = o_acc[i][v];
-    }
-    qh_barrier();
-    /* thread t: head t / (128 / G)... every thread finishes G * D / 128 values */
-    for (int idx = tid; idx < G * (D / 4); idx += 32 * NW) {
-        const int h = idx / (D / 4), col = (idx % (D / 4)) * 4;
-        float mx = qh_neg_inf();
-        for (int ww = 0; ww < NW; ++ww) mx = qh_fmaxf(mx, ml_s[ww][0][h]);
-        float l_tot = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int ww = 0; ww < NW; ++ww) {
-            const float lw = ml_s[ww][1][h];
-            if (!(lw > 0.0f)) continue;
-            const float e = qh_expf(ml_s[ww][0][h] - mx);
-            l_tot += lw * e;
-            for (int j = 0; j < 4; ++j) acc[j] += o_s[(ww * 8 + h) * D + col + j] * e;
-        }
-        dec_finish(p, b, 0, kvh * G + h, split, col, 4, acc, mx, l_tot, col == 0);
     }
 }
-#endif /* QH_WAVE == 32 */
 
 /* ======================================================================
- * Split-KV merge: one workgroup of 64 threads per (request, row, head)
+ * Split merge: one workgroup per output row; M = max(m_s, sink),
+ * Z = sum_s l_s 2^(m_s - M) + 2^(sink - M), o = vf sum_s 2^(m_s - M) O_s / Z
  * ====================================================================== */
 QH_DEV void decode_merge(const qh_decode_params &p) {
-    const int tid = (int)qh_tid();
-    int64_t idx = qh_bid_x();
-    const int h = (int)(idx % p.Hq);
-    idx /= p.Hq;
-    const int r = (int)(idx % p.R);
-    const int b = (int)(idx / p.R);
-    /* this (b, r, h)'s splits are consecutive rows of the workspace */
-    const int64_t row0 = (((int64_t)b * p.R + r) * p.Hq + h) * p.num_splits;
-    const float *lse = p.ws_lse + row0;
-    const float *wo = p.ws_o + row0 * p.D;
-
+    __shared__ float sw[QH_DEC_MAX_SPLITS];
+    __shared__ float sred[QH_DEC_MERGE_MAX_WG];
+    __shared__ float sacc[QH_DEC_MERGE_MAX_WG * 4];
+    const int row = (int)qh_bid_x(); /* (head within the group, r) */
+    const int g = (int)qh_bid_y(), b = (int)qh_bid_z();
+    const int tid = (int)qh_tid(), nt = p.merge_wg;
+    const int R = p.R, G = p.hq / p.hkv, D = p.D;
+    const int hl = row / R, r = row % R;
+    const int h = g * G + hl;
+    const int rb = hl / p.QH, n = (hl % p.QH) * R + r;
+    const int64_t slot = (((int64_t)b * p.hkv + g) * (G / p.QH) + rb) * p.NR + n;
+    const int S = p.num_splits;
     const bool has_sink = (p.flags & QH_DEC_SINKS) != 0;
-    const float sink = has_sink ? p.sinks[off32(h, p.sinks_s)] : 0.0f;
-    float mx = has_sink ? sink : qh_neg_inf();
-    for (int s = 0; s < p.num_splits; ++s) mx = qh_fmaxf(mx, lse[s]);
-    const bool none = mx == qh_neg_inf();
-    float z = has_sink ? qh_expf(sink - mx) : 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) {
-        const float ls = lse[s];
-        if (ls != qh_neg_inf()) z += qh_expf(ls - mx);
+    const float sink = has_sink ? p.sinks[(int64_t)h * p.sinks_s] * LOG2E : qh_neg_inf();
+    /* M: per thread, then a tree over LDS */
+    float mloc = sink;
+    for (int s = tid; s < S; s += nt) {
+        const float ms = p.ws_ml[(slot * S + s) * 2];
+        sw[s] = ms;
+        mloc = qh_fmaxf(mloc, ms);
     }
-    uint16_t *o = p.o + off32(b, p.o_s[0]) + off32(r, p.o_s[1]) + off32(h, p.o_s[2]);
-    for (int col = tid; col < p.D; col += 64) {
-        float acc = 0.0f;
-        if (!none)
-            for (int s = 0; s < p.num_splits; ++s) {
-                const float ls = lse[s];
-                if (ls != qh_neg_inf()) acc += wo[s * p.D + col] * qh_expf(ls - mx);
-            }
-        o[col] = qh_f32_to_bf16(none ? 0.0f : acc / z);
+    sred[tid] = mloc;
+    qh_barrier();
+    for (int w = nt / 2; w > 0; w /= 2) {
+        if (tid < w) sred[tid] = qh_fmaxf(sred[tid], sred[tid + w]);
+        qh_barrier();
     }
-    if (tid == 0 && (p.flags & QH_DEC_LSE))
-        p.lse[off32(b, p.lse_s[0]) + off32(r, p.lse_s[1]) + off32(h, p.lse_s[2])] =
-            none ? qh_neg_inf() : mx + qh_logf(z);
+    const float M = sred[0];
+    qh_barrier();
+    float zloc = 0.0f;
+    for (int s = tid; s < S; s += nt) {
+        const float ms = sw[s];
+        const float ls = p.ws_ml[(slot * S + s) * 2 + 1];
+        const float e = ms == qh_neg_inf() ? 0.0f : qh_exp2f(ms - M);
+        sw[s] = e;
+        zloc += ls * e;
+    }
+    sred[tid] = zloc;
+    qh_barrier();
+    for (int w = nt / 2; w > 0; w /= 2) {
+        if (tid < w) sred[tid] += sred[tid + w];
+        qh_barrier();
+    }
+    const float Z = sred[0] + (sink == qh_neg_inf() ? 0.0f : qh_exp2f(sink - M));
+    const float wz = Z > 0.0f ? p.vf / Z : 0.0f;
+    /* output: groups of D / 4 threads, each group a strided set of splits */
+    const int gd = D / 4, ng = nt / gd;
+    const int q4 = tid % gd, grp = tid / gd;
+    if (grp < ng) {
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int s = grp; s < S; s += ng) {
+            const float *at = p.ws_o + (slot * S + s) * D + q4 * 4;
+            for (int u = 0; u < 4; ++u) acc[u] += sw[s] * at[u];
+        }
+        for (int u = 0; u < 4; ++u) sacc[tid * 4 + u] = acc[u];
+    }
+    qh_barrier();
+    if (tid < gd) {
+        float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int k = 0; k < ng; ++k)
+            for (int u = 0; u < 4; ++u) t[u] += sacc[(k * gd + tid) * 4 + u];
+        uint16_t *o = p.o + (int64_t)b * p.o_sb + (int64_t)r * p.o_sr + (int64_t)h * p.o_sh;
+        for (int u = 0; u < 4; ++u) {
+            const int dp = tid * 4 + u;
+            o[p.perm ? dec_perm(dp) : dp] = qh_f32_to_bf16(t[u] * wz);
+        }
+    }
+    if (tid == 0 && (p.flags & QH_DEC_LSE) != 0)
+        p.lse[(int64_t)b * p.lse_sb + (int64_t)r * p.lse_sr + (int64_t)h * p.lse_sh] =
+            Z > 0.0f ? (M + qh_log2f(Z)) * LN2 : qh_neg_inf();
 }
 
 /* ======================================================================
  * Instantiations: the names the runtime looks up (qh_kernels.def)
  * ====================================================================== */
-/* qattn_decode_generic_<kv>_d<D>_r<MR>: MR query rows per workgroup (4, 8
- * or 16), the smallest that holds the plan's rows, so GQA 4 and 8 decode
- * does not pay for 16 rows of registers, FMAs and LDS. */
-#define QH_DEC_GENERIC(name, fmt, d, mr)                                                         \
-    QH_KERNEL QH_LAUNCH_BOUNDS(QH_DEC_MAX_WG) void qattn_decode_generic_##name##_d##d##_r##mr( \
-        qh_decode_params p) {                                                                    \
-        decode_generic<fmt, d, mr>(p);                                                           \
+/* One wave per workgroup: the launch bound is the wave. */
+#define QH_DEC_TILED(var, mat, name, fmt, d)                                                          \
+    QH_KERNEL QH_LAUNCH_BOUNDS(QH_WAVE) void qattn_decode_tiled_##var##_##name##_d##d(qh_decode_params p) { \
+        decode_tiled<fmt, d, mat>(p);                                                                  \
     }
-#define QH_DEC_GENERIC_ROWS(name, fmt, d) \
-    QH_DEC_GENERIC(name, fmt, d, 4)       \
-    QH_DEC_GENERIC(name, fmt, d, 8)       \
-    QH_DEC_GENERIC(name, fmt, d, 16)
+#define QH_DEC_TILED_D(var, mat, name, fmt) \
+    QH_DEC_TILED(var, mat, name, fmt, 64)   \
+    QH_DEC_TILED(var, mat, name, fmt, 128)  \
+    QH_DEC_TILED(var, mat, name, fmt, 256)
 
+/* simt: bf16 caches (f16 cannot hold bf16's range); 8-bit caches where a
+ * plan pins simt (QATTN_DECODE_VARIANT=simt), on wave32 targets only: on
+ * gfx942 those kernels spill scalar registers, and AUTO never plans them on
+ * any HIP target (every one has the matrix kernel). */
 #if !defined(QH_ONLY) || QH_ONLY == 1
-QH_DEC_GENERIC_ROWS(bf16, QH_BF16, 64)
-QH_DEC_GENERIC_ROWS(bf16, QH_BF16, 128)
-QH_DEC_GENERIC_ROWS(bf16, QH_BF16, 256)
-QH_DEC_GENERIC_ROWS(i8, QH_I8, 64)
-QH_DEC_GENERIC_ROWS(i8, QH_I8, 128)
-QH_DEC_GENERIC_ROWS(i8, QH_I8, 256)
-#endif
-#if !defined(QH_ONLY) || QH_ONLY == 2
-QH_DEC_GENERIC_ROWS(fn, QH_FN, 64)
-QH_DEC_GENERIC_ROWS(fn, QH_FN, 128)
-QH_DEC_GENERIC_ROWS(fn, QH_FN, 256)
-QH_DEC_GENERIC_ROWS(fnuz, QH_FNUZ, 64)
-QH_DEC_GENERIC_ROWS(fnuz, QH_FNUZ, 128)
-QH_DEC_GENERIC_ROWS(fnuz, QH_FNUZ, 256)
-#endif
-
-#if !defined(QH_ONLY) || QH_ONLY == 3
-QH_KERNEL QH_LAUNCH_BOUNDS(64) void qattn_decode_merge(qh_decode_params p) { decode_merge(p); }
-
+QH_DEC_TILED_D(simt, 0, bf16, QH_BF16)
 #if QH_WAVE == 32
-#define QH_DEC_PACKED(name, fmt, g)                                                            \
-    QH_KERNEL QH_LAUNCH_BOUNDS(32 * QH_PACKED_WAVES) void qattn_decode_packed_##name##_g##g( \
-        qh_decode_params p) {                                                                  \
-        decode_packed<g, fmt>(p);                                                              \
-    }
-QH_DEC_PACKED(fn, QH_FN, 4)
-QH_DEC_PACKED(fn, QH_FN, 8)
-QH_DEC_PACKED(fnuz, QH_FNUZ, 4)
-QH_DEC_PACKED(fnuz, QH_FNUZ, 8)
+QH_DEC_TILED_D(simt, 0, i8, QH_I8)
+QH_DEC_TILED_D(simt, 0, fn, QH_FN)
+QH_DEC_TILED_D(simt, 0, fnuz, QH_FNUZ)
 #endif
+#endif
+#if QH_DEC_HAVE_MATRIX && (!defined(QH_ONLY) || QH_ONLY == 2)
+QH_DEC_TILED_D(matrix, 1, i8, QH_I8)
+QH_DEC_TILED_D(matrix, 1, fn, QH_FN)
+QH_DEC_TILED_D(matrix, 1, fnuz, QH_FNUZ)
+#endif
+#if !defined(QH_ONLY) || QH_ONLY == 3
+QH_KERNEL QH_LAUNCH_BOUNDS(QH_DEC_MERGE_MAX_WG) void qattn_decode_merge(qh_decode_params p) { decode_merge(p); }
 #endif

@@ -30,6 +30,7 @@
 #define QH_AMD 1
 #elif defined(__CUDACC__)
 #define QH_NVIDIA 1
+#include <cuda_fp16.h>
 #endif
 
 /* Which AMD ISA family the code targets (clang defines __gfxNNN__ on a
@@ -324,6 +325,60 @@ QH_DEV float qh_wave_sum(float v) {
     for (uint32_t m = QH_WAVE / 2; m > 0; m >>= 1) v += qh_shfl_xor_f32(v, m);
     return v;
 }
+
+/* ---- f16 (the tiled decode's staging format) ---- */
+#if defined(QH_NVIDIA)
+QH_DEV uint16_t qh_f32_to_f16(float x) { return __half_as_ushort(__float2half_rn(x)); }
+QH_DEV float qh_f16_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+/* Both f16 halves of w minus c (c and the results exact in f16). */
+QH_DEV uint32_t qh_f16x2_sub(uint32_t w, float c) {
+    const __half2 r = __hsub2(__halves2half2(__ushort_as_half((unsigned short)(w & 0xFFFFu)),
+                                             __ushort_as_half((unsigned short)(w >> 16))),
+                              __float2half2_rn(c));
+    return (uint32_t)__half_as_ushort(__low2half(r)) | ((uint32_t)__half_as_ushort(__high2half(r)) << 16);
+}
+#else
+/* clang's _Float16 (AMD: v_cvt_f16_f32, round to nearest even; host: the
+ * same rounding in software or F16C) */
+QH_DEV uint16_t qh_f32_to_f16(float x) { return __builtin_bit_cast(uint16_t, (_Float16)x); }
+QH_DEV float qh_f16_to_f32(uint16_t h) { return (float)__builtin_bit_cast(_Float16, h); }
+QH_DEV uint32_t qh_f16x2_sub(uint32_t w, float c) {
+    typedef _Float16 h2 __attribute__((ext_vector_type(2)));
+    const h2 a = __builtin_bit_cast(h2, w);
+    const h2 r = a - (h2){(_Float16)c, (_Float16)c};
+    return __builtin_bit_cast(uint32_t, r);
+}
+#endif
+
+/* 2^x and log2 (the tiled decode keeps its softmax in log2 units). */
+QH_DEV float qh_exp2f(float x) {
+#if defined(QH_AMD)
+    return __builtin_exp2f(x);
+#else
+    return exp2f(x);
+#endif
+}
+QH_DEV float qh_log2f(float x) {
+#if defined(QH_AMD)
+    return __builtin_log2f(x);
+#else
+    return log2f(x);
+#endif
+}
+
+/* The launch's dynamic LDS (the bytes the host passed at launch). */
+#if defined(QH_HOSTSIM)
+extern "C" unsigned char *qhsim_dyn_lds(void);
+#define QH_DYN_LDS(name) unsigned char *name = qhsim_dyn_lds()
+#elif defined(QH_AMD)
+#define QH_DYN_LDS(name)                                                       \
+    extern __shared__ __attribute__((aligned(32))) unsigned char qh_dyn_lds_[]; \
+    unsigned char *name = qh_dyn_lds_
+#else
+#define QH_DYN_LDS(name)                                \
+    extern __shared__ __align__(32) unsigned char qh_dyn_lds_[]; \
+    unsigned char *name = qh_dyn_lds_
+#endif
 
 QH_DEV float qh_bf16_to_f32(uint16_t b) { return qh_bits_f32((uint32_t)b << 16); }
 /* Round to nearest even; NaN stays a quiet NaN (spec section 1). */

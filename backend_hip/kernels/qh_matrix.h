@@ -117,4 +117,78 @@ QH_DEV void qh_mfma_fp8(uint64_t a, uint64_t b, float c[4]) {
 }
 #endif
 
+/* ---- f16 16x16x16 -> f32 (the tiled decode) ----
+ * gfx942, V_MFMA_F32_16X16X16_F16 (wave64): lane l, g = l / 16, c = l % 16
+ *   A: row c, 4 f16 = k 4g .. 4g + 3 (a[0] low half is k = 4g)
+ *   B: column c, the same k; C/D: column c, VGPR v is row 4g + v
+ * gfx12, V_WMMA_F32_16X16X16_F16 (wave32): the bf16 WMMA's layout above
+ *   A: row c, 8 f16 slots e: k = 8 (e / 4) + 4g + e % 4 (slot e in word e/2)
+ *   B: column c, the same k; C/D: column c, VGPR v is row 8g + v
+ * The host simulations emulate both from these layouts. */
+#if defined(QH_GFX942)
+QH_DEV void qh_mfma_f16(const uint32_t a[2], const uint32_t b[2], float c[4]) {
+#if defined(QH_AMD)
+    typedef _Float16 v4h __attribute__((ext_vector_type(4)));
+    typedef float v4f __attribute__((ext_vector_type(4)));
+    typedef uint32_t v2u __attribute__((ext_vector_type(2)));
+    const v2u ua = {a[0], a[1]}, ub = {b[0], b[1]};
+    v4f vc = {c[0], c[1], c[2], c[3]};
+    vc = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(v4h, ua), __builtin_bit_cast(v4h, ub), vc, 0,
+                                               0, 0);
+    for (int v = 0; v < 4; ++v) c[v] = vc[v];
+#else
+    uint64_t aw[64], bw[64];
+    qhsim_wave_gather_u64((uint64_t)a[0] | ((uint64_t)a[1] << 32), aw);
+    qhsim_wave_gather_u64((uint64_t)b[0] | ((uint64_t)b[1] << 32), bw);
+    const uint32_t lane = qh_lane(), g = lane >> 4, col = lane & 15u;
+    for (int v = 0; v < 4; ++v) {
+        const uint32_t row = 4u * g + (uint32_t)v;
+        float acc = c[v];
+        for (uint32_t gg = 0; gg < 4; ++gg) {
+            const uint64_t av = aw[row + 16u * gg], bv = bw[col + 16u * gg];
+            for (int i = 0; i < 4; ++i)
+                acc += qh_f16_to_f32((uint16_t)(av >> (16 * i))) * qh_f16_to_f32((uint16_t)(bv >> (16 * i)));
+        }
+        c[v] = acc;
+    }
+#endif
+}
+#endif
+
+#if defined(QH_GFX12)
+QH_DEV void qh_wmma_f16(const uint32_t a[4], const uint32_t b[4], float c[8]) {
+#if defined(QH_AMD)
+    typedef _Float16 v8h __attribute__((ext_vector_type(8)));
+    typedef float v8f __attribute__((ext_vector_type(8)));
+    typedef uint32_t v4u __attribute__((ext_vector_type(4)));
+    const v4u ua = {a[0], a[1], a[2], a[3]}, ub = {b[0], b[1], b[2], b[3]};
+    v8f vc;
+    for (int v = 0; v < 8; ++v) vc[v] = c[v];
+    vc = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(__builtin_bit_cast(v8h, ua), __builtin_bit_cast(v8h, ub),
+                                                          vc);
+    for (int v = 0; v < 8; ++v) c[v] = vc[v];
+#else
+    uint64_t a0[32], a1[32], b0[32], b1[32];
+    qhsim_wave_gather_u64((uint64_t)a[0] | ((uint64_t)a[1] << 32), a0);
+    qhsim_wave_gather_u64((uint64_t)a[2] | ((uint64_t)a[3] << 32), a1);
+    qhsim_wave_gather_u64((uint64_t)b[0] | ((uint64_t)b[1] << 32), b0);
+    qhsim_wave_gather_u64((uint64_t)b[2] | ((uint64_t)b[3] << 32), b1);
+    const uint32_t lane = qh_lane(), g = lane >> 4, col = lane & 15u;
+    for (int v = 0; v < 8; ++v) {
+        const uint32_t row = 8u * g + (uint32_t)v;
+        float acc = c[v];
+        /* k = 8 (e / 4) + 4 gg + e % 4 lives in lane (row|col) + 16 gg, slot e */
+        for (uint32_t gg = 0; gg < 2; ++gg)
+            for (int e = 0; e < 8; ++e) {
+                const uint64_t av = e < 4 ? a0[row + 16u * gg] : a1[row + 16u * gg];
+                const uint64_t bv = e < 4 ? b0[col + 16u * gg] : b1[col + 16u * gg];
+                const int sh = 16 * (e % 4);
+                acc += qh_f16_to_f32((uint16_t)(av >> sh)) * qh_f16_to_f32((uint16_t)(bv >> sh));
+            }
+        c[v] = acc;
+    }
+#endif
+}
+#endif
+
 #endif /* QH_MATRIX_H */

@@ -26,69 +26,80 @@
 /* Element formats (kernel template arguments, MQA's runtime q/k formats). */
 enum { QH_BF16 = 0, QH_FN = 1, QH_FNUZ = 2, QH_I8 = 3 };
 
-/* ---- decode (generic, packed) and the split-KV merge ---- */
+/* ---- decode: the tiled stage 1 and the split merge (docs/design.md) ---- */
 enum {
-    QH_DEC_SINKS = 1,  /* sinks present */
-    QH_DEC_LSE = 2,    /* lse requested */
-    QH_DEC_KV_VEC = 4  /* every K/V row start is aligned for 4-element loads */
+    QH_DEC_SINKS = 1, /* sinks present */
+    QH_DEC_LSE = 2    /* lse requested */
 };
 
-/* Query rows one generic-decode workgroup keeps (register arrays). */
-#define QH_DEC_MAX_ROWS 16
-/* Generic decode workgroup: 64 or 128 threads, one key per thread per tile. */
-#define QH_DEC_MAX_WG 128
-/* Packed decode: four wave32 waves, 16 keys per wave step. */
-#define QH_PACKED_WAVES 4
+/* Keys per tile the tiled kernels are built for (plan.keys_per_tile must
+ * match; the loads in flight are register arrays sized by it). */
+#define QH_DEC_TK 16
+/* Row slots (matrix N) at most: the planner's largest block. */
+#define QH_DEC_MAX_NR 16
+/* The merge's largest split count (QATTN_MAX_SPLITS) and workgroup. */
+#define QH_DEC_MAX_SPLITS 256
+#define QH_DEC_MERGE_MAX_WG 256
+
+/* Dynamic LDS of the tiled stage 1 for head dim d and nr row slots (bytes),
+ * in the kernel's order: q rows, the K and V tiles (rows of d/8 + 1 words of
+ * 16 bytes: 8 f16 or bf16 each plus one of padding), S^T, the rows' 2^-e,
+ * per-key k/v scales and positions, then P^T (nr rows of TK + 8 f16). The
+ * same bytes as core/src/plan_decode.c's tiled_shared(): the plan's
+ * shared_bytes is what the host launches with. */
+#define QH_DEC_LD4(d) ((d) / 8 + 1)
+#define QH_DEC_LDP (QH_DEC_TK + 8)
+#define QH_DEC_OFF_SKT(d, nr) ((nr) * QH_DEC_LD4(d) * 16)
+#define QH_DEC_OFF_SVT(d, nr) (QH_DEC_OFF_SKT(d, nr) + QH_DEC_TK * QH_DEC_LD4(d) * 16)
+#define QH_DEC_OFF_SS(d, nr) (QH_DEC_OFF_SVT(d, nr) + QH_DEC_TK * QH_DEC_LD4(d) * 16)
+#define QH_DEC_OFF_SQF(d, nr) (QH_DEC_OFF_SS(d, nr) + QH_DEC_TK * (nr) * 4)
+#define QH_DEC_OFF_SKS(d, nr) (QH_DEC_OFF_SQF(d, nr) + (nr) * 4)
+#define QH_DEC_OFF_SVS(d, nr) (QH_DEC_OFF_SKS(d, nr) + QH_DEC_TK * 4)
+#define QH_DEC_OFF_SPOS(d, nr) (QH_DEC_OFF_SVS(d, nr) + QH_DEC_TK * 4)
+#define QH_DEC_OFF_SP(d, nr) (QH_DEC_OFF_SPOS(d, nr) + QH_DEC_TK * 4)
+#define QH_DEC_LDS_BYTES(d, nr) (QH_DEC_OFF_SP(d, nr) + (nr) * QH_DEC_LDP * 2)
 
 typedef struct qh_decode_params {
-    /* Ordered by when the kernels read them: the AMD compiler merges
-     * neighbouring scalar loads, and a merge that pulls end-of-kernel fields
-     * into the prologue keeps them in SGPRs across the whole key loop.
-     * All strides and extents are int32: the core's validator guarantees
-     * every tensor spans at most INT32_MAX elements, so element offsets
-     * within one tensor fit 32 bits (only page * page_size is formed in
-     * 64 bits, before it is checked against the slot count). */
-    /* -- key loop -- */
+    /* Stage 1 and merge share one block (each reads its part). Strides are
+     * in elements and fit 32 bits (the validator bounds tensors to
+     * INT32_MAX elements). */
+    QH_PTR(const uint16_t) q;
     QH_PTR(const uint8_t) k;
     QH_PTR(const uint8_t) v;
-    QH_PTR(const float) k_scale;
-    QH_PTR(const float) v_scale;
-    QH_PTR(const int32_t) indices;
-    /* Page and row strides of the views (qattn_cache_view32) of K, V and
-     * their scales: key row `row` of page `page` starts at
-     * page * ps + row * rs elements (unsigned 32-bit, exact inside the
-     * cache) from the tensor's head row */
-    uint32_t k_ps, k_rs, v_ps, v_rs;
-    uint32_t ks_ps, ks_rs, vs_ps, vs_rs;
-    int32_t indices_s;
-    int32_t n_pages;      /* length of kv_indices */
-    int32_t n_slots;      /* cache slots (>= 1): slots outside [0, n_slots) are never read */
-    int32_t page_size, window_left;
-    float sm_scale, softcap;
-    int32_t flags;        /* QH_DEC_* */
-    int32_t wg;           /* threads per block launched */
-    int32_t pad0_;
-    /* -- prologue -- */
-    QH_PTR(const uint16_t) q;
+    QH_PTR(const float) ks;        /* null for bf16 caches */
+    QH_PTR(const float) vs;
     QH_PTR(const int32_t) indptr;
+    QH_PTR(const int32_t) indices;
     QH_PTR(const int32_t) lens;
-    int32_t q_s[3];       /* batch, row, head */
-    int32_t k_sh, v_sh;   /* K/V: elements between kv heads (view head strides) */
-    int32_t ks_sh, vs_sh; /* scales: elements between kv heads */
-    int32_t indptr_s, lens_s;
-    int32_t B, R, Hq, Hkv, D;
-    int32_t num_splits, keys_per_split; /* keys_per_split unused when 1 split */
-    int32_t n_qchunks, rows_per_block;  /* generic: query-row chunks per group */
-    /* -- epilogue -- */
+    QH_PTR(float) ws_o;            /* workspace + plan.partial_o_offset */
+    QH_PTR(float) ws_ml;           /* workspace + plan.partial_ml_offset */
+    QH_PTR(const float) sinks;
     QH_PTR(uint16_t) o;
     QH_PTR(float) lse;
-    QH_PTR(const float) sinks;
-    QH_PTR(float) ws_o;   /* split partial outputs: f32 [splits][B][R][Hq][Dv] */
-    QH_PTR(float) ws_lse; /* split partial LSEs: f32 [splits][B][R][Hq] */
-    int32_t o_s[3];
-    int32_t lse_s[3];
-    int32_t sinks_s;
-    int32_t pad1_;
+    /* The views (qattn_cache_view32) of K, V and their scales: key row `row`
+     * of page `page` starts at page * ps + row * rs elements from the head
+     * row, in unsigned 32-bit arithmetic (exact for every slot inside the
+     * cache, the only ones addressed). */
+    uint32_t k_ps, v_ps, ks_ps, vs_ps;
+    uint32_t k_rs, k_hs, v_rs, v_hs; /* row-in-page and head strides */
+    uint32_t ks_rs, ks_hs, vs_rs, vs_hs;
+    int32_t n_slots;               /* slots inside all four cache tensors */
+    int32_t pad0_;
+    int32_t q_sb, q_sr, q_sh;
+    int32_t indptr_s, indices_s, lens_s, n_indices;
+    int32_t hq, hkv, page_size, window_left;
+    int32_t R, QH, NR;             /* plan: rows, q_heads_per_workgroup, row_slots */
+    int32_t num_splits, keys_per_split;
+    int32_t load_bytes;            /* plan: widest K/V load (1..16) */
+    float sm_scale, softcap;
+    /* merge */
+    int32_t o_sb, o_sr, o_sh;
+    int32_t lse_sb, lse_sr, lse_sh;
+    int32_t sinks_s, flags;        /* QH_DEC_* */
+    int32_t perm;                  /* staged dims have positions 1, 2 of each 4 swapped */
+    int32_t merge_wg;              /* plan: merge_workgroup_size */
+    int32_t D, pad_;               /* head dim (= Dv) */
+    float vf;                      /* staged V value * vf = decoded value */
 } qh_decode_params;
 
 /* ---- KV store ---- */

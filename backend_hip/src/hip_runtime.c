@@ -139,7 +139,8 @@ static void add_shape(qattn_device_caps *c, int m, int n, int k, qattn_dtype a, 
 }
 
 /* Capabilities as this backend uses them: matrix shapes are the ones its
- * kernels issue (fp8 MFMA on gfx942, bf16 WMMA on gfx12), not every shape
+ * kernels issue (fp8 and f16 MFMA on gfx942, f16 WMMA on gfx12, f16 wmma on
+ * the NVIDIA twin), not every shape
  * the hardware has, so the planners never pick a path (e.g. an f16
  * cooperative-matrix kernel) this backend does not implement. */
 static qattn_status fill_caps(qh_backend *be) {
@@ -174,10 +175,15 @@ static qattn_status fill_caps(qh_backend *be) {
         c->features |= QATTN_FEAT_COOPMAT | QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
         c->fp8_matrix_native = QATTN_FP8_E4M3FNUZ;
         add_shape(c, 16, 16, 32, QATTN_FP8_E4M3FNUZ, QATTN_F32); /* MQA staged (MFMA) */
+        add_shape(c, 16, 16, 16, QATTN_F16, QATTN_F32);           /* tiled decode (MFMA f16) */
     } else if (be->target == QH_T_GFX12) {
         c->features |= QATTN_FEAT_COOPMAT | QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
         c->fp8_matrix_native = QATTN_FP8_E4M3FN;
-        add_shape(c, 16, 16, 16, QATTN_BF16, QATTN_F32); /* packed decode (WMMA) */
+        add_shape(c, 16, 16, 16, QATTN_F16, QATTN_F32); /* tiled decode (WMMA f16) */
+    } else {
+        /* the NVIDIA twin: the tiled decode's products through nvcuda::wmma */
+        c->features |= QATTN_FEAT_COOPMAT;
+        add_shape(c, 16, 16, 16, QATTN_F16, QATTN_F32);
     }
     return QATTN_OK;
 }
@@ -391,12 +397,17 @@ static qattn_status qh_last_op_time_ms(void *p, double *ms) {
 
 qattn_status qh_launch(qh_backend *be, enum qh_kernel_id k, unsigned gx, unsigned gy, unsigned gz,
                        unsigned block, void *params, const char *what) {
+    return qh_launch_shared(be, k, gx, gy, gz, block, 0, params, what);
+}
+
+qattn_status qh_launch_shared(qh_backend *be, enum qh_kernel_id k, unsigned gx, unsigned gy, unsigned gz,
+                              unsigned block, unsigned shared, void *params, const char *what) {
     if (!be->fn[k])
         return qh_fail(be, QATTN_ERR_UNSUPPORTED, "%s: kernel %s is not built for %s", what,
                        kernel_specs[k].name, be->caps.arch);
     if (gx == 0 || gy == 0 || gz == 0) return QATTN_OK;
     void *args[1] = {params};
-    return qh_check(be, hipModuleLaunchKernel(be->fn[k], gx, gy, gz, block, 1, 1, 0, be->stream, args, NULL),
+    return qh_check(be, hipModuleLaunchKernel(be->fn[k], gx, gy, gz, block, 1, 1, shared, be->stream, args, NULL),
                     what);
 }
 

@@ -11,12 +11,7 @@
 #include "qattn/backend.h"
 #include "qh_platform.h"
 
-enum qh_kernel_id {
-#define QH_KERNEL_SPEC(name, source, targets, waves, insn942, insn12) QH_K_##name,
-#include "qh_kernels.def"
-#undef QH_KERNEL_SPEC
-    QH_K_COUNT
-};
+#include "qh_kernel_ids.h"
 
 #define QH_MAX_MODULES 8
 #define QH_MSG_BYTES 512
@@ -49,6 +44,10 @@ qattn_status qh_fail(qh_backend *be, qattn_status s, const char *fmt, ...)
  * never waits. */
 qattn_status qh_launch(qh_backend *be, enum qh_kernel_id k, unsigned gx, unsigned gy, unsigned gz,
                        unsigned block, void *params, const char *what);
+/* The same with `shared` bytes of dynamic LDS (the tiled decode's, from
+ * its plan). */
+qattn_status qh_launch_shared(qh_backend *be, enum qh_kernel_id k, unsigned gx, unsigned gy, unsigned gz,
+                              unsigned block, unsigned shared, void *params, const char *what);
 /* Brackets an op's launches with the timing events (last_op_time_ms). */
 qattn_status qh_op_begin(qh_backend *be);
 qattn_status qh_op_end(qh_backend *be);

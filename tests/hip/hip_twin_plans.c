@@ -8,8 +8,11 @@
  * gfx942 capabilities and runs them through qattn_decode_run /
  * qattn_mqa_logits_run on the HIP context, so the portable twins of those
  * kernels run with exactly the geometry an AMD device would get:
- *   gfx1201 decode plan -> the HIP backend runs its packed reader (qattn_decode_packed_*: the WMMA
- *                          fragment bookkeeping on the wave32 emulation)
+ *   AMD decode plan     -> the tiled matrix kernel with the AMD target's
+ *                          geometry (splits for its compute units): the
+ *                          gfx1201 plan on a wave32 device (gfx12, the
+ *                          NVIDIA twin), the gfx942 plan on a wave64 one (a
+ *                          plan's one-wave workgroup is the device's wave)
  *   gfx942 MQA plan     -> staged (4 waves sharing each LDS tile; the FMA
  *                          form off gfx942)
  * Exit 0: every case within the spec-4 tolerances; 1: a failure (seed
@@ -74,22 +77,28 @@ static qattn_device_caps amd_caps(int gfx12) {
                  QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_COOPMAT |
                  QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
     c.fp8_matrix_native = gfx12 ? QATTN_FP8_E4M3FN : QATTN_FP8_E4M3FNUZ;
-    c.n_matrix_shapes = 1;
-    c.matrix_shapes[0].m = c.matrix_shapes[0].n = 16;
-    c.matrix_shapes[0].k = gfx12 ? 16 : 32;
-    c.matrix_shapes[0].a_type = gfx12 ? QATTN_BF16 : QATTN_FP8_E4M3FNUZ;
+    /* what the HIP runtime lists (hip_runtime.c fill_caps): the tiled
+     * decode's f16 shape, and gfx942's fp8 MFMA of the staged MQA kernel */
+    c.n_matrix_shapes = gfx12 ? 1 : 2;
+    c.matrix_shapes[0].m = c.matrix_shapes[0].n = c.matrix_shapes[0].k = 16;
+    c.matrix_shapes[0].a_type = QATTN_F16;
     c.matrix_shapes[0].c_type = QATTN_F32;
+    c.matrix_shapes[1].m = c.matrix_shapes[1].n = 16;
+    c.matrix_shapes[1].k = 32;
+    c.matrix_shapes[1].a_type = QATTN_FP8_E4M3FNUZ;
+    c.matrix_shapes[1].c_type = QATTN_F32;
     return c;
 }
 
-/* ---- decode: gfx1201's packed reader ---- */
+/* ---- decode: an AMD target's tiled plan ---- */
+static int dev_wave = 32;
+
 static int decode_case(int idx, qattn_dtype fmt, int G, int splits, int window, float cap, int sinks) {
     char name[128];
     snprintf(name, sizeof name, "twin/decode/%s_G%d_s%d_w%d_cap%g_sink%d", qattn_dtype_name(fmt), G,
              splits, window, cap, sinks);
     qt_rng rng = qt_rng_for(name);
     qt_rng_case(&rng, (uint64_t)idx);
-    /* Hkv 4: the packed gate wants 16-byte scale rows (Hkv f32 per slot) */
     const int64_t B = 3, R = 1, Hkv = 4, Hq = Hkv * G, D = 128, P = 16;
     int32_t lens[3], indptr[4] = {0};
     int32_t max_len = 0;
@@ -142,14 +151,18 @@ static int decode_case(int idx, qattn_dtype fmt, int G, int splits, int window, 
         a[w].window_left = window;
         a[w].logit_softcap = cap;
     }
-    const qattn_device_caps c12 = amd_caps(1);
+    const qattn_device_caps camd = amd_caps(dev_wave == 32);
     qattn_decode_options opt = QATTN_DECODE_OPTIONS_INIT;
     opt.num_splits = splits;
     qattn_decode_plan plan, rplan;
     char err[512] = "";
     int ok = 1;
-    if (qattn_decode_plan_compute(&c12, &a[0], &opt, &plan, err, sizeof err) != QATTN_OK) {
-        printf("FAIL %s: no gfx1201 plan (%s)\n", name, err);
+    if (qattn_decode_plan_compute(&camd, &a[0], &opt, &plan, err, sizeof err) != QATTN_OK) {
+        printf("FAIL %s: no %s plan (%s)\n", name, camd.arch, err);
+        ok = 0;
+    } else if (plan.variant != QATTN_DECODE_MATRIX) {
+        printf("FAIL %s: the %s plan is %s, not matrix (%s)\n", name, camd.arch,
+               qattn_decode_variant_name(plan.variant), plan.reason);
         ok = 0;
     }
     qattn_buffer *ws = NULL, *rws = NULL;
@@ -187,7 +200,7 @@ static int decode_case(int idx, qattn_dtype fmt, int G, int splits, int window, 
             }
         free(o_d), free(o_r), free(l_d), free(l_r);
     }
-    if (ok) printf("ok   %s (%d splits)\n", name, (int)plan.num_splits);
+    if (ok) printf("ok   %s (%s plan, %d splits)\n", name, camd.arch, (int)plan.num_splits);
     qattn_buffer_free(dev, ws);
     qattn_buffer_free(ref, rws);
     drop(bq), drop(bk), drop(bv), drop(bks), drop(bvs), drop(bip), drop(bpg), drop(bln), drop(bsk),
@@ -303,6 +316,7 @@ int main(void) {
     }
     qattn_device_caps caps;
     qattn_get_caps(dev, &caps);
+    dev_wave = (int)caps.subgroup_size_max;
     printf("twin plans on %s (%s), seed 0x%016llx\n", caps.arch, caps.device_name,
            (unsigned long long)qt_base_seed());
     int ok = 1, idx = 0;

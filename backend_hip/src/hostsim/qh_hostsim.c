@@ -69,7 +69,11 @@ static struct {
     const struct qhsim_kernel *k;
     const void *params;
     uint32_t xbuf[MAX_THREADS];
+    unsigned char *dyn;  /* the launch's dynamic LDS */
+    size_t dyn_cap;
 } S;
+
+unsigned char *qhsim_dyn_lds(void) { return S.dyn; }
 
 #if defined(__x86_64__)
 /* Saves the callee-saved registers and stack pointer of the running context
@@ -288,11 +292,16 @@ hipError_t qhsim_module_get_function(hipFunction_t *f, hipModule_t m, const char
 hipError_t qhsim_module_launch_kernel(hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                       unsigned by, unsigned bz, unsigned shared, hipStream_t s,
                                       void **params, void **extra) {
-    (void)shared;
     (void)s;
     (void)extra;
     const unsigned n = bx * by * bz;
-    if (n == 0 || n > MAX_THREADS || by != 1 || bz != 1) return qhsimErrorLaunch;
+    if (n == 0 || n > MAX_THREADS || by != 1 || bz != 1 || shared > 65536u) return qhsimErrorLaunch;
+    if (shared > S.dyn_cap) {
+        unsigned char *d = realloc(S.dyn, shared);
+        if (!d) return 2;
+        S.dyn = d;
+        S.dyn_cap = shared;
+    }
     for (unsigned t = 0; t < n; ++t)
         if (!S.f[t].stack && !(S.f[t].stack = malloc(STACK_BYTES))) return 2;
     S.n = n;
@@ -304,6 +313,9 @@ hipError_t qhsim_module_launch_kernel(hipFunction_t f, unsigned gx, unsigned gy,
                 S.bid[0] = x;
                 S.bid[1] = y;
                 S.bid[2] = z;
+                /* every workgroup starts from poisoned LDS (NaN in f16 and
+                 * f32): a read of LDS no lane wrote shows in the results */
+                if (shared) memset(S.dyn, 0xFF, shared);
                 if (run_block() != 0) return qhsimErrorLaunch;
             }
     return hipSuccess;
