@@ -176,8 +176,7 @@ int main(void) {
                                         for (size_t pi = 0; pi < 3; ++pi) {
                                             const qattn_decode_args args =
                                                 args_of(bs[b], rs[r], gs[g] * hkvs[h], hkvs[h], dims[d], ls[li], dts[a]);
-                                            qattn_decode_options o;
-                                            memset(&o, 0, sizeof o);
+                                            qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;
                                             o.variant = pins[pi];
                                             o.num_splits = splits[si];
                                             qattn_decode_plan p;
