@@ -61,6 +61,10 @@ step parity_vk 120 "$B/tests/qattn_parity" --backend vulkan --no-validation
 step parity_vk_simt 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --variant simt
 step parity_vk_mqa_long 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
 [ -x "$H/qattn_parity" ] && step parity_hip 150 "$H/qattn_parity" --backend hip
+# The twin's simt decode too, so a failure of its wmma products is told apart
+# from one of the tiling; and the plans an AMD device would make, run here.
+[ -x "$H/qattn_parity" ] && step parity_hip_simt 150 "$H/qattn_parity" --backend hip --op decode --variant simt
+[ -x "$H/qattn_hip_twin_plans" ] && step hip_twin_plans 120 "$H/qattn_hip_twin_plans"
 export LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -x "$H/qattn_hip_graph" ] && step hip_graph 120 "$H/qattn_hip_graph"
 step plan_decode 60 "$B/tests/test_plan_decode"
@@ -68,7 +72,8 @@ step plan_mqa_logits 60 "$B/tests/test_plan_mqa_logits"
 # The caller-device test without a validation layer (the GPU machine has none).
 [ -x "$B/tests/test_vk_embed" ] && step vk_embed 120 env QATTN_TEST_VALIDATION=0 "$B/tests/test_vk_embed"
 wait
-report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip hip_graph vk_embed
+report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip parity_hip_simt hip_twin_plans \
+  hip_graph vk_embed
 # The torch baseline first, so qattn-bench can print each preset's share of
 # the copy rate of this same run next to its share of the read bandwidth it
 # measures itself.
