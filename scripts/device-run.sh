@@ -46,6 +46,14 @@ step() {
   fi
   ( t0=$SECONDS; timeout "$limit" stdbuf -oL -eL "$@" >"$OUT/$name.log" 2>&1; rc=$?
     echo "$rc $((SECONDS - t0))" >"$OUT/$name.rc" ) &
+  steps+=($!)
+}
+# Waits for the steps started so far (a bare `wait` would also wait for the
+# clock logger, which never ends).
+steps=()
+wait_steps() {
+  for p in ${steps[@]+"${steps[@]}"}; do wait "$p"; done
+  steps=()
 }
 report() {
   for name in "$@"; do
@@ -54,6 +62,9 @@ report() {
     echo "== $name: exit $rc after $secs s"
     tail -n "${TAIL:-6}" "$OUT/$name.log"
     [ "$rc" = 0 ] || failed=1
+    # Few files come back from a call (8): each reported log joins one file.
+    { echo "==== $name: exit $rc after $secs s"; cat "$OUT/$name.log"; } >>"$OUT/all_logs.txt"
+    rm -f "$OUT/$name.log" "$OUT/$name.rc"
   done
 }
 # The GPU machine has no Vulkan validation layers: --no-validation there.
@@ -71,7 +82,7 @@ step plan_decode 60 "$B/tests/test_plan_decode"
 step plan_mqa_logits 60 "$B/tests/test_plan_mqa_logits"
 # The caller-device test without a validation layer (the GPU machine has none).
 [ -x "$B/tests/test_vk_embed" ] && step vk_embed 120 env QATTN_TEST_VALIDATION=0 "$B/tests/test_vk_embed"
-wait
+wait_steps
 report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip parity_hip_simt hip_twin_plans \
   hip_graph vk_embed
 # The torch baseline first, so qattn-bench can print each preset's share of
@@ -79,19 +90,19 @@ report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits p
 # measures itself.
 step torch 120 python3 bench/torch_baseline.py --json "$OUT/torch.json" ${TORCH_OPS:+--ops $TORCH_OPS} \
   --iters ${ITERS:-30}
-wait
+wait_steps
 TAIL=20 report torch
 copy=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["copy"]["GBps"])' "$OUT/torch.json" 2>/dev/null || echo 0)
 step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds ${BENCH_OP:+--op $BENCH_OP} --iters ${ITERS:-30} --copy-gbps "$copy" \
   --json "$OUT/bench_vk.json"
-wait
+wait_steps
 TAIL=30 report bench_vk
 # Embedding (issue 9): 32 B1 decodes recorded into one caller command buffer
 # against their device time plus one submit; a second process with the
 # pipeline cache the first one saved creates no pipeline.
 step embed_record 90 "$B/bench/qattn-bench" --backend vulkan --preset decode_b1_gqa4_32k,decode_b1_gqa8_8k \
   --embed-record 32 --read-mib 0
-wait
+wait_steps
 TAIL=30 report embed_record
 # The HIP backend's NVIDIA twin on the decode presets (an NVIDIA number about
 # the HIP code, not an AMD one).
@@ -99,7 +110,7 @@ hip_sel="--seeds --op decode"
 [ -n "${BENCH_HIP_PRESETS:-}" ] && hip_sel="--preset $BENCH_HIP_PRESETS"
 [ -x "$H/qattn-bench" ] && step bench_hip 150 "$H/qattn-bench" --backend hip $hip_sel --iters ${ITERS:-30} \
   --copy-gbps "$copy" --json "$OUT/bench_hip.json"
-wait
+wait_steps
 TAIL=20 report bench_hip
 # Decode sweep (timing mode of the parity binary, shuffled page pool;
 # planner's choice unless the shape names splits):
@@ -110,29 +121,29 @@ sweep() {
   done
 }
 step sweep 120 bash -c "$(declare -f sweep); B=$B; sweep ${SWEEP:-16,1,8,4,128,fn,32768,16 1,1,8,4,128,fn,32768,16}"
-wait
+wait_steps
 TAIL=40 report sweep
 rm -f /tmp/qattn_pc.bin
 for i in 1 2; do
   step pipeline_cache_$i 60 "$B/bench/qattn-bench" --backend vulkan --preset decode_b1_gqa4_32k,decode_b16_gqa8_32k,mqa_2048x65536_h64 \
     --iters 5 --warmup 1 --warmup-ms 0 --read-mib 0 --pipeline-cache /tmp/qattn_pc.bin
-  wait
+  wait_steps
   TAIL=12 report pipeline_cache_$i
 done
 # An earlier build beside this one, and the cost of the in-kernel bounds.
 if [ -x .devbuild/old0/qattn-bench ]; then
   step ab_old 60 .devbuild/old0/qattn-bench --backend vulkan --preset decode_b16_gqa4_32k --iters ${ITERS:-30} --read-mib 0
-  wait
+  wait_steps
   TAIL=4 report ab_old
 fi
 if [ -x .devbuild/abl/32/qattn-bench ]; then
   step bounds 60 .devbuild/abl/32/qattn-bench --backend vulkan --preset decode_b16_gqa4_32k --iters ${ITERS:-30} --read-mib 0
-  wait
+  wait_steps
   TAIL=4 report bounds
 fi
 if [ -x .devbuild/nvct/nvcachedec ]; then
   step sass 60 bash scripts/nv-sass.sh "$B/bench/qattn-bench"
-  wait
+  wait_steps
   TAIL=40 report sass
 fi
 kill $dmon 2>/dev/null
@@ -146,6 +157,6 @@ for j in bench_vk bench_hip; do
   fi
 done
 # Few files come back from a device call: fold the logs into one.
-for f in "$OUT"/*.log; do echo "==== $f"; cat "$f"; done >"$OUT/all_logs.txt"
+for f in "$OUT"/*.log; do [ -f "$f" ] && { echo "==== $f"; cat "$f"; }; done >>"$OUT/all_logs.txt"
 rm -f "$OUT"/*.log "$OUT"/*.rc
 exit $failed
