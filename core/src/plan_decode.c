@@ -368,9 +368,13 @@ qattn_status qattn_decode_plan_create(qattn_context *ctx, const qattn_decode_arg
     qattn_decode_plan p;
     s = qattn_decode_plan_compute(&ctx->caps, args, &o, &p, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
+    /* A pinned variant this backend cannot run is the variant gate's answer,
+     * as in the MQA planner; an unpinned plan it cannot run is unsupported. */
     if (ctx->iface->supports_op && !ctx->iface->supports_op(ctx->be, QATTN_OP_DECODE, &p))
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "decode: the %s backend on %s cannot run variant %s",
-                           ctx->iface->name, ctx->caps.arch, qattn_decode_variant_name(p.variant));
+        return qattn__fail(ctx, o.variant != QATTN_DECODE_AUTO ? QATTN_ERR_VARIANT_GATE : QATTN_ERR_UNSUPPORTED,
+                           "decode: the %s backend on %s cannot run variant %s%s", ctx->iface->name,
+                           ctx->caps.arch, qattn_decode_variant_name(p.variant),
+                           o.variant != QATTN_DECODE_AUTO ? " (pinned)" : "");
     *plan = p;
     return QATTN_OK;
 }
