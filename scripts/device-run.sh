@@ -131,16 +131,13 @@ for i in 1 2; do
   TAIL=12 report pipeline_cache_$i
 done
 # An earlier build beside this one, and the cost of the in-kernel bounds.
-if [ -x .devbuild/old0/qattn-bench ]; then
-  step ab_old 60 .devbuild/old0/qattn-bench --backend vulkan --preset decode_b16_gqa4_32k --iters ${ITERS:-30} --read-mib 0
+for extra in ab_old:.devbuild/old0 bounds:.devbuild/abl/32; do
+  name=${extra%%:*} dir=${extra#*:}
+  [ -x "$dir/qattn-bench" ] || continue
+  step "$name" 60 "$dir/qattn-bench" --backend vulkan --preset decode_b16_gqa4_32k --iters ${ITERS:-30} --read-mib 0
   wait_steps
-  TAIL=4 report ab_old
-fi
-if [ -x .devbuild/abl/32/qattn-bench ]; then
-  step bounds 60 .devbuild/abl/32/qattn-bench --backend vulkan --preset decode_b16_gqa4_32k --iters ${ITERS:-30} --read-mib 0
-  wait_steps
-  TAIL=4 report bounds
-fi
+  TAIL=4 report "$name"
+done
 if [ -x .devbuild/nvct/nvcachedec ]; then
   step sass 60 bash scripts/nv-sass.sh "$B/bench/qattn-bench"
   wait_steps

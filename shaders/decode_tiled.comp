@@ -52,8 +52,11 @@
 #define QA_KEEP(bit) ((QA_ABLATE & (bit)) == 0)
 
 // The matrix variant's loops over fragments must unroll (cooperative-matrix
-// arrays are indexed by them); the vector variant leaves unrolling to the
-// driver: forced unrolling made lavapipe's LLVM take ~10 s per pipeline.
+// arrays are indexed by them); the vector variant leaves its loops over
+// dims and keys to the driver (forced unrolling made lavapipe's LLVM take
+// ~10 s per pipeline). Loops over query rows unroll in both: per-row
+// arrays indexed by a loop the driver keeps live in local memory, and the
+// reductions in them must stay in converged control flow.
 #if MATRIX
 #define UNROLL [[unroll]]
 #else
@@ -171,10 +174,9 @@ vec2 unpack2(uint w) {
 }
 
 // The workgroup is one subgroup, so a subgroup barrier is the whole
-// synchronisation. It orders shared memory only: GLSL's subgroupBarrier()
-// also carries buffer-memory semantics, which obliges the driver to let
-// the next tile's global loads (in flight across the barrier by design)
-// complete first.
+// synchronisation. It orders shared memory only, all the tile loop needs
+// (GLSL's subgroupBarrier() would also order buffer memory, which the next
+// tile's loads in flight across it do not need).
 void sync_shared() {
     if (QA_KEEP(64))
         controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
@@ -188,6 +190,13 @@ float shfl_max(float x) {
 float shfl_add(float x) {
     for (int o = 1; o < C; o <<= 1) x += subgroupShuffleXor(x, uint(o));
     return x;
+}
+
+// Element offset of row slot n's q row (request b, heads from h0); a
+// padding slot reads the last real row's.
+int64_t q_row(int b, int h0, int n) {
+    const int nc = min(n, ROWS - 1);
+    return int64_t(b) * pc.q_sb + int64_t(nc % R) * pc.q_sr + int64_t(h0 + nc / R) * pc.q_sh;
 }
 
 void main() {
@@ -234,9 +243,7 @@ void main() {
     const int QCL = (D / 8 + SG - 1) / SG;  // 8-dim chunks per lane in the staging pass
     float qmx[NR];
     [[unroll]] for (int n = 0; n < NR; ++n) {
-        const int nc = min(n, ROWS - 1);
-        const int h = h0 + nc / R, r = nc % R;
-        const int64_t qb = int64_t(b) * pc.q_sb + int64_t(r) * pc.q_sr + int64_t(h) * pc.q_sh;
+        const int64_t qb = q_row(b, h0, n);
         float mx = 0.0;
         [[unroll]] for (int k = 0; k < QPL; ++k) {
             const int d = lane + SG * k;
@@ -247,9 +254,7 @@ void main() {
     }
     [[unroll]] for (int n = 0; n < NR; ++n) {
         const bool real = n < ROWS;
-        const int nc = min(n, ROWS - 1);
-        const int h = h0 + nc / R, r = nc % R;
-        const int64_t qb = int64_t(b) * pc.q_sb + int64_t(r) * pc.q_sr + int64_t(h) * pc.q_sh;
+        const int64_t qb = q_row(b, h0, n);
         const float mx = subgroupMax(qmx[n]);
         int e = 0;
         if (mx > 0.0) {

@@ -288,7 +288,7 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
     /* Splits. */
     const int64_t L = args->max_kv_len;
     int64_t splits;
-    if (options && options->num_splits != 0) {
+    if (options->num_splits != 0) {
         if (options->num_splits < 1 || options->num_splits > QATTN_MAX_SPLITS)
             return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT,
                               "options.num_splits: %d outside 1..%d (0 = planner's choice)",
@@ -309,7 +309,7 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
     kps = (kps + TILE_KEYS - 1) / TILE_KEYS * TILE_KEYS;
     /* The last split runs to the request's end, so a clamp loses no key. */
     if (kps > INT32_MAX / TILE_KEYS * TILE_KEYS) kps = INT32_MAX / TILE_KEYS * TILE_KEYS;
-    if (!(options && options->num_splits != 0)) splits = L > 0 ? (L + kps - 1) / kps : 1;
+    if (options->num_splits == 0) splits = L > 0 ? (L + kps - 1) / kps : 1;
     p.num_splits = (int32_t)splits;
     p.keys_per_split = (int32_t)kps;
     p.grid[0] = (uint32_t)splits;
@@ -370,11 +370,11 @@ qattn_status qattn_decode_plan_create(qattn_context *ctx, const qattn_decode_arg
     if (s != QATTN_OK) return s;
     /* A pinned variant this backend cannot run is the variant gate's answer,
      * as in the MQA planner; an unpinned plan it cannot run is unsupported. */
+    const int pinned = o.variant != QATTN_DECODE_AUTO;
     if (ctx->iface->supports_op && !ctx->iface->supports_op(ctx->be, QATTN_OP_DECODE, &p))
-        return qattn__fail(ctx, o.variant != QATTN_DECODE_AUTO ? QATTN_ERR_VARIANT_GATE : QATTN_ERR_UNSUPPORTED,
+        return qattn__fail(ctx, pinned ? QATTN_ERR_VARIANT_GATE : QATTN_ERR_UNSUPPORTED,
                            "decode: the %s backend on %s cannot run variant %s%s", ctx->iface->name,
-                           ctx->caps.arch, qattn_decode_variant_name(p.variant),
-                           o.variant != QATTN_DECODE_AUTO ? " (pinned)" : "");
+                           ctx->caps.arch, qattn_decode_variant_name(p.variant), pinned ? " (pinned)" : "");
     *plan = p;
     return QATTN_OK;
 }
