@@ -142,6 +142,9 @@ if [ -x .devbuild/nvct/nvcachedec ]; then
   step sass 60 bash scripts/nv-sass.sh "$B/bench/qattn-bench"
   wait_steps
   TAIL=40 report sass
+  step sass_mqa 60 env SASS_NAME=sass_mqa bash scripts/nv-sass.sh "$B/bench/qattn-bench" --preset mqa_prefill_4096_h64
+  wait_steps
+  TAIL=40 report sass_mqa
 fi
 kill $dmon 2>/dev/null
 # docs/perf.md's tables from this run's JSON.
