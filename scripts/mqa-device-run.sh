@@ -1,24 +1,52 @@
-#!/bin/bash
-# One H200 call for the MQA coopmat work (issue 10): correctness first (coopmat forced (staged and
-# direct forced passed unchanged in call 1),
-# then every pinned coopmat geometry), then timing. Runs from the root of
-# the carried tree; binaries in .devbuild/mqa; results in $OUT (six files).
-B=.devbuild/mqa
+#!/usr/bin/env bash
+# One H200 call for the MQA logits work (issue 10), after
+# scripts/device-build.sh here:
+#   run(command="bash scripts/mqa-device-run.sh", carry=[".gl", ".devbuild/all", ".devbuild/nvct"])
+# Correctness first (coopmat forced on every case, the planner's choice,
+# and the coopmat geometry pinned to 1 and 2 m-tiles per subgroup), then,
+# alone on the GPU: the driver's statistics of the target's pipeline, the
+# seed presets with the matrix ceiling, a geometry sweep of the target
+# preset (QATTN_MQA_MTILES x QATTN_MQA_NTILES pins), and the SASS of the
+# coopmat pipeline (scripts/nv-sass.sh, when .devbuild/nvct is carried).
+# Results in $OUT: mqa_logs.txt (every step), bench.json, sass_mqa.tgz.
+set -u
+B=.devbuild/all
 O=${OUT:-/tmp/mqa_out}
 mkdir -p "$O"
-{ cat $B/COMMIT; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv; } >"$O/info.txt" 2>&1
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+L="$O/mqa_logs.txt"
+{ echo "binaries of commit $(cat $B/COMMIT)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; } >"$L" 2>&1
+P="$B/tests/qattn_parity --backend vulkan --op mqa_logits --no-validation"
+failed=0
+step() { # step NAME LIMIT CMD...
+  local name=$1 limit=$2; shift 2
+  echo "==== $name" >>"$L"
+  timeout "$limit" "$@" >/tmp/step.txt 2>&1; local rc=$?
+  cat /tmp/step.txt >>"$L"
+  echo "== $name: rc=$rc"; grep -E '^parity: mqa_logits|^FAIL' /tmp/step.txt | head -4 | cut -c1-220
+  [ $rc = 0 ] || failed=1
+}
+step "parity coopmat forced" 90 $P --variant coopmat -v
+step "parity planner" 90 $P -v
+for mt in 1 2; do step "parity coopmat MTILES=$mt" 90 env QATTN_MQA_MTILES=$mt $P --variant coopmat -v; done
+step "parity long" 60 $P --filter mqa_logits/long
+# Spec constants of the 2048 x 65536 H64 D128 plan (constant_id order).
 S="128,32,1,4,32,128,0,0,0,1,4,2,64,16,16,16"
-{ timeout 30 $B/qattn_vk_stats mqa_logits_coopmat 32 $S; timeout 30 $B/qattn_vk_stats mqa_logits_ceiling 32 $S; } >"$O/stats.txt" 2>&1
-P="$B/qattn_parity --backend vulkan --op mqa_logits --no-validation"
-L="$O/parity.txt"; : >"$L"
-run() { local name=$1; shift; echo "=== $name" >>"$L"; "$@" >/tmp/p.txt 2>&1; local rc=$?; cat /tmp/p.txt >>"$L"
-  echo "$name: rc=$rc $(grep -E '^parity: mqa_logits' /tmp/p.txt | tail -1)"; grep -E '^FAIL' /tmp/p.txt | head -3 | cut -c1-220; }
-for v in coopmat; do run "parity --variant $v" timeout 45 $P --variant $v -v; done
-run "parity planner" timeout 40 $P -v
-for mt in 1 2; do run "parity coopmat MTILES=$mt" env QATTN_MQA_MTILES=$mt timeout 40 $P --variant coopmat -v; done
-for nt in 1 3; do run "parity coopmat NTILES=$nt (geometry cases)" env QATTN_MQA_NTILES=$nt timeout 30 $P --variant coopmat --filter mqa_logits/9 -v; done
-timeout 75 $B/qattn-bench --backend vulkan --op mqa_logits --seeds --json "$O/bench.json" >"$O/bench.txt" 2>&1
-echo "bench rc=$?"; cut -c1-230 "$O/bench.txt"
-timeout 35 $B/qattn_mqa_tune --sweep --runs 7 >"$O/tune.txt" 2>&1
-echo "tune rc=$?"; grep -E "planner|mt[0-9]" "$O/tune.txt" | cut -c1-160
-grep -E "Register Count|Spill|Shared Memory" "$O/stats.txt" | head -6
+step "stats" 30 $B/backend_vulkan/qattn_vk_stats mqa_logits_coopmat 32 $S
+grep -E "Register Count|Local Memory|Shared Memory" /tmp/step.txt
+step "bench seeds" 120 $B/bench/qattn-bench --backend vulkan --op mqa_logits --seeds --iters 10 --json "$O/bench.json"
+cut -c1-200 /tmp/step.txt | grep -E "ceiling|mqa_"
+for mt in 2 4; do
+  for nt in 1 2 3 4; do
+    step "sweep mt$mt nt$nt" 30 env QATTN_MQA_MTILES=$mt QATTN_MQA_NTILES=$nt \
+      $B/bench/qattn-bench --backend vulkan --preset mqa_2048x65536_h64 --iters 10 --read-mib 0
+    grep -E "^mqa_" /tmp/step.txt | cut -c1-200
+  done
+done
+if [ -x .devbuild/nvct/nvcachedec ]; then
+  step "sass" 60 env SASS_NAME=sass_mqa OUT="$O" bash scripts/nv-sass.sh "$B/bench/qattn-bench" --preset mqa_prefill_4096_h64
+  tail -4 /tmp/step.txt
+fi
+exit $failed

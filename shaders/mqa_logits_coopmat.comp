@@ -136,8 +136,8 @@ void main() {
             swin[r] = row0 + r < pc.S ? mqa_window(row0 + r) : ivec2(0);
         // q of this subgroup's pairs -> f16 A fragments, 16 pairs x 64 dims
         // at a time through shared memory.
-        for (int mg = 0; mg < MT; ++mg) {
-            for (int dc = 0; dc < D / 64; ++dc) {
+        [[unroll]] for (int mg = 0; mg < MT; ++mg) {
+            [[unroll]] for (int dc = 0; dc < D / 64; ++dc) {
                 barrier();
                 for (int idx = lane; idx < 16 * 4; idx += SG) {
                     const int i = idx >> 2, c16 = idx & 3;
@@ -159,7 +159,7 @@ void main() {
             }
         }
         // Weights as accumulator-shaped matrices: W[r][c] = w[pair r].
-        for (int mh = 0; mh < MH; ++mh) {
+        [[unroll]] for (int mh = 0; mh < MH; ++mh) {
             for (int x = lane; x < TM * TN; x += SG) {
                 const int p = sub * PAIRS + mh * TM + x / TN;
                 const int row = row0 + p / HEADS, head = p % HEADS;
@@ -203,7 +203,7 @@ void main() {
             barrier(); // the tile is in shared memory
             if (t + 1 < tl) load_tile(t + 1, tid, pf, pfs);
             [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
-            for (int kh = 0; kh < KH; ++kh) {
+            [[unroll]] for (int kh = 0; kh < KH; ++kh) {
                 MATB kb[NH];
                 [[unroll]] for (int nh = 0; nh < NH; ++nh)
                     coopMatLoad(kb[nh], kbuf, (nh * TN * KROW + kh * TK) / 4, KROW / 4,
@@ -219,7 +219,7 @@ void main() {
                     [[unroll]] for (int m = 0; m < MH_ROW; ++m) {
                         const int mh = rr * MH_ROW + m;
                         ACC a = acc[mh * NH + nh];
-                        for (int e = 0; e < a.length(); ++e) part[e] += wm[mh][e] * max(a[e], 0.0);
+                        [[unroll]] for (int e = 0; e < a.length(); ++e) part[e] += wm[mh][e] * max(a[e], 0.0);
                     }
                     coopMatStore(part, scratch, sbase + rr * TM * BN + nh * TN, BN,
                                  gl_CooperativeMatrixLayoutRowMajor);

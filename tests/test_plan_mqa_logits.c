@@ -164,8 +164,10 @@ static void check_contract(const qattn_device_caps *c, const qattn_mqa_logits_ar
         }
         EXPECT(listed, "matrix shape %ux%ux%u not listed", (unsigned)p->matrix_shape.m,
                (unsigned)p->matrix_shape.n, (unsigned)p->matrix_shape.k);
-        /* Never one row spread over a whole workgroup (see the planner). */
-        EXPECT(p->rows_per_workgroup >= 2, "%d rows per workgroup", (int)p->rows_per_workgroup);
+        EXPECT(p->rows_per_workgroup >= 1 && p->subgroups_per_workgroup * p->rows_per_subgroup %
+                                                  p->rows_per_workgroup == 0,
+               "%d rows per workgroup of %d subgroups", (int)p->rows_per_workgroup,
+               (int)p->subgroups_per_workgroup);
     } else {
         EXPECT(p->matrix_shape.m == 0, "a matrix shape on a %s plan", qattn_mqa_variant_name(p->variant));
     }
@@ -318,18 +320,19 @@ static void test_h200_decisions(void **state) {
     assert_int_equal(p.rows_per_subgroup, 4);
     /* D = 512: one m-tile of q per subgroup; H = 32 spreads a row over two
      * subgroups and a 32-column tile keeps the 520-half key rows in 48 KiB.
-     * H = 64 would need four subgroups per row, which the gate refuses
-     * (wrong on the H200): D = 512 then takes the direct path. */
+     * H = 64 spreads a row over four subgroups, one row per workgroup. */
     p = auto_plan(&c, (mqa_shape){1024, 4096, 32, 512});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
     assert_int_equal(p.rows_per_workgroup, 2);
     assert_int_equal(p.kv_tile, 32);
     assert_true(p.shared_bytes <= 49152);
     p = auto_plan(&c, (mqa_shape){1024, 4096, 64, 512});
-    assert_int_equal(p.variant, QATTN_MQA_DIRECT);
-    assert_non_null(strstr(p.reason, "spreads a row over 4 subgroups"));
+    assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
+    assert_int_equal(p.rows_per_workgroup, 1);
+    assert_true(p.shared_bytes <= 49152);
     p = auto_plan(&c, (mqa_shape){1024, 4096, 128, 256});
-    assert_int_equal(p.variant, QATTN_MQA_STAGED);
+    assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
+    assert_true(p.shared_bytes <= 49152);
     /* H = 20 cannot tile by 16 heads: staged, with the reason. */
     p = auto_plan(&c, (mqa_shape){1024, 4096, 20, 128});
     assert_int_equal(p.variant, QATTN_MQA_STAGED);

@@ -177,11 +177,10 @@ static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *ou
  *   per lane: MT = 4 up to D = 128 (128 registers at 32 lanes; the H200 ran
  *   MT = 4 at D = 128 1.9x faster than MT = 2), and one m-tile above. MT
  *   and H/16 must divide one another so a tile never straddles rows.
- * - At most two subgroups per row: geometries spreading one row over four
- *   or more subgroups (one row per workgroup: H = 64 with D >= 256, H = 128
- *   with D >= 256) gave wrong results on the H200 in every H200 run so far,
- *   for this kernel and for a rewrite of its epilogue (docs/perf_mqa_notes.md);
- *   the gate refuses them and those shapes take the staged or direct path.
+ * - A row may spread over up to H/16 subgroups (H = 64 with D >= 256 and
+ *   H = 128 take one row per workgroup); the shader keeps every array of
+ *   cooperative matrices statically indexed, which those geometries need on
+ *   the H200 (docs/perf_mqa_notes.md).
  * - NT (16-column n-tiles per KV tile): accumulators MT*NT*256/sg floats per
  *   lane <= 64, at most 4; lowered until the shared memory fits.
  * - Subgroups: at least 4 and a multiple of the subgroups one row needs. */
@@ -248,12 +247,6 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
     g->mt = (int32_t)mt;
     g->spr = (int32_t)max64(1, units / mt);
     g->rpsg = (int32_t)max64(1, mt / units);
-    if (g->spr > 2) {
-        snprintf(why, n,
-                 "coopmat: H = %" PRId64 " with D = %" PRId64 " spreads a row over %d subgroups "
-                 "(at most 2 are right on the H200)", s->H, s->D, (int)g->spr);
-        return 0;
-    }
     g->nsg = (int32_t)(g->spr * cdiv(4, g->spr)); /* >= 2 rows per workgroup */
     if ((int64_t)g->nsg * sg > max_threads(c)) {
         snprintf(why, n, "coopmat: %d subgroups of %" PRId64 " lanes exceed the %" PRId64
