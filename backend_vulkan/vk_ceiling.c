@@ -46,15 +46,26 @@ qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, d
     const double mt = (double)plan->heads * plan->rows_per_workgroup / plan->subgroups_per_workgroup / 16.0;
     const double flop_per_iter = 2.0 * 16.0 * mt * plan->kv_tile * plan->head_dim * nsg * groups;
     double ms = 0.0, runs[5];
-    /* Grow the pass count until one launch lasts >= 2 ms, then take the
-     * median of five. */
+    /* Grow the pass count until one launch lasts >= 2 ms, keep launching
+     * until >= 500 ms of device time have passed (an idle GPU runs its
+     * clocks low: on the H200 a ceiling taken after an idle host phase read
+     * 120 instead of 641 TFLOP/s), then take the median of five. */
+    double warm = 0.0;
     for (int grow = 0; grow < 16; ++grow) {
         if ((s = qattn_vk_begin(vk)) != QATTN_OK) break;
         qattn_vk_dispatch(vk, pipe, &p, sizeof p, groups, 1, 1);
         if ((s = qattn_vk_submit(vk, "mqa ceiling")) != QATTN_OK) break;
         if ((s = qattn_vk_last_op_time_ms(vk, &ms)) != QATTN_OK) break;
+        warm += ms;
         if (ms >= 2.0 || p.iters >= (1 << 20)) break;
         p.iters *= ms > 0.1 ? 2 : 8;
+    }
+    for (int w = 0; s == QATTN_OK && warm < 500.0 && w < 4096; ++w) {
+        if ((s = qattn_vk_begin(vk)) != QATTN_OK) break;
+        qattn_vk_dispatch(vk, pipe, &p, sizeof p, groups, 1, 1);
+        if ((s = qattn_vk_submit(vk, "mqa ceiling")) != QATTN_OK) break;
+        if ((s = qattn_vk_last_op_time_ms(vk, &ms)) != QATTN_OK) break;
+        warm += ms > 0.0 ? ms : 0.1;
     }
     for (int r = 0; s == QATTN_OK && r < 5; ++r) {
         if ((s = qattn_vk_begin(vk)) != QATTN_OK) break;
