@@ -139,12 +139,12 @@ typedef struct cm_geom {
 
 static int64_t coopmat_shared(const cm_geom *g, int64_t D) {
     int64_t bn = 16 * g->nt;
-    /* The key tile, and before the KV loop each subgroup's 16 x CM_DCHUNK
+    /* Two key tiles, and before the KV loop each subgroup's 16 x CM_DCHUNK
      * chunk of q on its way into registers, share one f16 array. */
-    int64_t kbuf = max64(bn * (D + CM_PAD), (int64_t)g->nsg * 16 * (CM_DCHUNK + CM_PAD));
-    int64_t scratch = (int64_t)g->nsg * g->rpsg * g->nt * 256; /* per-row partials, f32 */
+    int64_t kbuf = max64(2 * bn * (D + CM_PAD), (int64_t)g->nsg * 16 * (CM_DCHUNK + CM_PAD));
+    int64_t scratch = 2 * (int64_t)g->nsg * g->rpsg * g->nt * 256; /* per-row partials of two tiles, f32 */
     int64_t rows = (int64_t)g->nsg / g->spr * g->rpsg;
-    return kbuf * 2 + scratch * 4 + 2 * bn * 4 /* |k_scale| of two tiles */ + rows * 8 /* windows */;
+    return kbuf * 2 + scratch * 4 + 3 * bn * 4 /* |k_scale| of three tiles */ + rows * 8 /* windows */;
 }
 
 /* The matrix-unit shape the coopmat kernel uses: an f16 x f16 -> f32
@@ -174,16 +174,19 @@ static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *ou
  *   RDNA and NVIDIA are reported for 32), else its only width.
  * - MT (16-pair m-tiles of q per subgroup) from the register budget: q stays
  *   in registers as f16 fragments for the whole KV range, 16*MT*D/sg halves
- *   per lane: MT = 4 up to D = 128 (128 registers at 32 lanes; the H200 ran
- *   MT = 4 at D = 128 1.9x faster than MT = 2), and one m-tile above. MT
- *   and H/16 must divide one another so a tile never straddles rows.
- * - A row may spread over up to H/16 subgroups (H = 64 with D >= 256 and
- *   H = 128 take one row per workgroup); the shader keeps every array of
- *   cooperative matrices statically indexed, which those geometries need on
- *   the H200 (docs/perf_mqa_notes.md).
+ *   per lane: at most 128 registers at 32 lanes (MT = 4 at D = 128, 2 at
+ *   D = 256, 1 at D = 512; the H200 ran MT = 4 at D = 128 1.9x faster than
+ *   MT = 2). MT and H/16 must divide one another so a tile never straddles
+ *   rows.
+ * - A row may spread over up to H/16 subgroups; the workgroup always holds
+ *   at least two rows (docs/perf_mqa_notes.md: the H200 gave wrong results
+ *   for every geometry with one row per workgroup).
  * - NT (16-column n-tiles per KV tile): accumulators MT*NT*256/sg floats per
- *   lane <= 64, at most 4; lowered until the shared memory fits.
- * - Subgroups: at least 4 and a multiple of the subgroups one row needs. */
+ *   lane <= 32 (at MT = 4 the H200 ran 16-column tiles 12 % faster than
+ *   32-column ones: fewer registers), at most 4; lowered until the shared
+ *   memory fits.
+ * - Subgroups: at least 4 and a multiple of the subgroups one row needs,
+ *   and two rows' worth at least. */
 static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t pin_rows,
                             const cm_pin *pin, cm_geom *g, char *why, size_t n) {
     if (!(c->features & QATTN_FEAT_COOPMAT)) {
@@ -231,7 +234,7 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
             return 0;
         }
     } else {
-        mt = s->D <= 128 ? max64(1, min64(4, 16 * sg / s->D)) : max64(1, min64(4, 8 * sg / s->D));
+        mt = max64(1, min64(4, 16 * sg / s->D));
         if (pin_rows == 1) mt = min64(mt, units); /* never two rows in a subgroup */
     }
     while (mt > 1 && units % mt != 0 && mt % units != 0) --mt;
@@ -247,13 +250,13 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
     g->mt = (int32_t)mt;
     g->spr = (int32_t)max64(1, units / mt);
     g->rpsg = (int32_t)max64(1, mt / units);
-    g->nsg = (int32_t)(g->spr * cdiv(4, g->spr)); /* >= 2 rows per workgroup */
+    g->nsg = (int32_t)(g->spr * max64(2, cdiv(4, g->spr))); /* >= 4 subgroups, >= 2 rows */
     if ((int64_t)g->nsg * sg > max_threads(c)) {
         snprintf(why, n, "coopmat: %d subgroups of %" PRId64 " lanes exceed the %" PRId64
                  "-thread workgroup limit", (int)g->nsg, sg, max_threads(c));
         return 0;
     }
-    int64_t nt = min64(4, max64(1, (sg / 4) / mt));
+    int64_t nt = min64(4, max64(1, (sg / 8) / mt));
     if (pin->nt) {
         g->nt = pin->nt;
         g->shared = coopmat_shared(g, s->D);
