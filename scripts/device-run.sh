@@ -71,6 +71,23 @@ report() {
 step parity_vk 120 "$B/tests/qattn_parity" --backend vulkan --no-validation
 step parity_vk_simt 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --variant simt
 step parity_vk_mqa_long 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
+# Every MQA case on the matrix path, and with its geometry pinned to one and
+# two m-tiles per subgroup (rows spread over up to eight subgroups).
+step parity_vk_mqa_coopmat 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --variant coopmat
+for mt in 1 2; do
+  step parity_vk_mqa_mt$mt 120 env QATTN_MQA_MTILES=$mt "$B/tests/qattn_parity" --backend vulkan --no-validation \
+    --op mqa_logits --variant coopmat
+done
+# An alternative MQA build (.devbuild/mqaold: qattn_parity and qattn-bench),
+# checked the same way here and timed beside this one after the bench.
+M=.devbuild/mqaold
+if [ -x "$M/qattn_parity" ]; then
+  step parity_mqaold 120 "$M/qattn_parity" --backend vulkan --no-validation --op mqa_logits --variant coopmat
+  for mt in 1 2; do
+    step parity_mqaold_mt$mt 120 env QATTN_MQA_MTILES=$mt "$M/qattn_parity" --backend vulkan --no-validation \
+      --op mqa_logits --variant coopmat
+  done
+fi
 [ -x "$H/qattn_parity" ] && step parity_hip 150 "$H/qattn_parity" --backend hip
 # The twin's simt decode too, so a failure of its wmma products is told apart
 # from one of the tiling; and the plans an AMD device would make, run here.
@@ -83,7 +100,8 @@ step plan_mqa_logits 60 "$B/tests/test_plan_mqa_logits"
 # The caller-device test without a validation layer (the GPU machine has none).
 [ -x "$B/tests/test_vk_embed" ] && step vk_embed 120 env QATTN_TEST_VALIDATION=0 "$B/tests/test_vk_embed"
 wait_steps
-report parity_vk parity_vk_simt parity_vk_mqa_long plan_decode plan_mqa_logits parity_hip parity_hip_simt hip_twin_plans \
+report parity_vk parity_vk_simt parity_vk_mqa_long parity_vk_mqa_coopmat parity_vk_mqa_mt1 parity_vk_mqa_mt2 \
+  parity_mqaold parity_mqaold_mt1 parity_mqaold_mt2 plan_decode plan_mqa_logits parity_hip parity_hip_simt hip_twin_plans \
   hip_graph vk_embed
 # The torch baseline first, so qattn-bench can print each preset's share of
 # the copy rate of this same run next to its share of the read bandwidth it
@@ -97,6 +115,14 @@ step bench_vk 240 "$B/bench/qattn-bench" --backend vulkan --seeds ${BENCH_OP:+--
   --json "$OUT/bench_vk.json"
 wait_steps
 TAIL=30 report bench_vk
+# The alternative MQA build against this one, back to back.
+if [ -x "$M/qattn-bench" ]; then
+  for b in "mqa_ab_this:$B/bench/qattn-bench" "mqa_ab_alt:$M/qattn-bench" "mqa_ab_this2:$B/bench/qattn-bench"; do
+    step "${b%%:*}" 60 "${b#*:}" --backend vulkan --preset mqa_2048x65536_h64,mqa_1024x131072_h32 --iters ${ITERS:-30} --read-mib 0
+    wait_steps
+    TAIL=6 report "${b%%:*}"
+  done
+fi
 # Embedding (issue 9): 32 B1 decodes recorded into one caller command buffer
 # against their device time plus one submit; a second process with the
 # pipeline cache the first one saved creates no pipeline.

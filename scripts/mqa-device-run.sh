@@ -45,6 +45,21 @@ for mt in 2 4; do
     grep -E "^mqa_" /tmp/step.txt | cut -c1-200
   done
 done
+# An alternative build (.devbuild/mqaold: qattn_parity and qattn-bench, its
+# COMMIT file says what it is), checked and timed beside this one.
+M=.devbuild/mqaold
+if [ -x "$M/qattn-bench" ]; then
+  echo "alternative: $(cat $M/COMMIT 2>/dev/null)" >>"$L"
+  step "alt parity coopmat forced" 90 "$M/qattn_parity" --backend vulkan --op mqa_logits --no-validation --variant coopmat -v
+  for mt in 1 2; do
+    step "alt parity coopmat MTILES=$mt" 90 env QATTN_MQA_MTILES=$mt "$M/qattn_parity" --backend vulkan \
+      --op mqa_logits --no-validation --variant coopmat -v
+  done
+  for b in "this:$B/bench/qattn-bench" "alt:$M/qattn-bench" "this:$B/bench/qattn-bench"; do
+    step "ab ${b%%:*}" 60 "${b#*:}" --backend vulkan --preset mqa_2048x65536_h64,mqa_1024x131072_h32 --iters 10 --read-mib 0
+    grep -E "^mqa_" /tmp/step.txt | cut -c1-200
+  done
+fi
 if [ -x .devbuild/nvct/nvcachedec ]; then
   step "sass" 60 env SASS_NAME=sass_mqa OUT="$O" bash scripts/nv-sass.sh "$B/bench/qattn-bench" --preset mqa_prefill_4096_h64
   tail -4 /tmp/step.txt

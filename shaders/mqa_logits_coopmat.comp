@@ -71,25 +71,47 @@ shared ivec2 swin[RPW];                    // the workgroup rows' windows
 // Chunks of 16 codes each thread stages per tile (prefetched in registers).
 const int PF = (BN * (D / 16) + NTH - 1) / NTH;
 
-// Four fp8 codes -> four f16 equal to value x 2^-8 (fn) or 2^-7 (fnuz),
-// exactly: each code's exponent and mantissa bits become the low exponent
-// and top mantissa bits of an f16 (subnormal codes land on f16
-// subnormals), so decoding is a few bit operations. `negate` flips signs
-// (the k_scale sign fold). NaN codes become an f16 NaN.
-f16vec4 fp8x4_to_f16(uint w, bool fnuz, bool negate) {
-    const uvec2 b = uvec2((w & 0xFFu) | ((w & 0xFF00u) << 8), ((w >> 16) & 0xFFu) | ((w >> 8) & 0xFF0000u));
-    uvec2 h = ((b & 0x007F007Fu) << 7) | ((b & 0x00800080u) << 8);
-    if (negate) h ^= uvec2(0x80008000u);
+// fp8 codes -> f16 equal to value x 2^-8 (fn) or 2^-7 (fnuz), exactly:
+// each code's exponent and mantissa bits become the low exponent and top
+// mantissa bits of an f16 (subnormal codes land on f16 subnormals). Four
+// codes c0..c3 of one word come out as f16 pairs (c0, c2) and (c1, c3): two
+// shifts and masks put each code's seven low bits at 13..7 of its half and
+// its sign at bit 14, and adding bit 14 to itself moves the sign to bit 15.
+// The dimension order within each group of four is thus (0, 2, 1, 3), for q
+// and k alike, which leaves every q.k sum the same. `neg` (0 or 0x40004000)
+// flips the signs before they move (the k_scale sign fold). NaN codes are
+// patched by fp8x4_nan_fix (rare; one test per 16 codes).
+uvec2 fp8x4_to_f16_bits(uint w, uint neg) {
+    const uvec2 x = (uvec2(w << 7, w >> 1) & uvec2(0x7F807F80u)) ^ uvec2(neg);
+    return x + (x & uvec2(0x40004000u));
+}
+
+// Bit 7 of each byte set where the code is NaN (fn: S.1111.111; fnuz: 0x80).
+uint fp8x4_nan(uint w, bool fnuz) {
     const uint m = w & 0x7F7F7F7Fu;
-    const uint nan = fnuz ? (w & 0x80808080u & ~(m + 0x7F7F7F7Fu)) : ((m + 0x01010101u) & 0x80808080u);
-    if (nan != 0u) {
-        [[unroll]] for (int i = 0; i < 4; ++i) {
-            if ((nan & (0x80u << (8 * i))) == 0u) continue;
-            const uint sh = 16u * uint(i & 1);
-            h[i >> 1] = (h[i >> 1] & ~(0xFFFFu << sh)) | (0x7E00u << sh);
-        }
+    return fnuz ? (w & 0x80808080u & ~(m + 0x7F7F7F7Fu)) : ((m + 0x01010101u) & 0x80808080u);
+}
+
+// An f16 NaN in the half of each NaN code (c0, c2 in h.x; c1, c3 in h.y).
+uvec2 fp8x4_nan_fix(uvec2 h, uint nan) {
+    [[unroll]] for (int i = 0; i < 4; ++i) {
+        if ((nan & (0x80u << (8 * i))) == 0u) continue;
+        const uint sh = 16u * uint(i >> 1);
+        h[i & 1] = (h[i & 1] & ~(0xFFFFu << sh)) | (0x7E00u << sh);
     }
-    return f16vec4(unpackFloat2x16(h.x), unpackFloat2x16(h.y));
+    return h;
+}
+
+// 16 codes -> their f16 values, as four f16vec4 in the order above.
+void fp8x16_to_f16(uvec4 w, bool fnuz, bool negate, out f16vec4 v[4]) {
+    const uint neg = negate ? 0x40004000u : 0u;
+    uvec2 h[4];
+    [[unroll]] for (int e = 0; e < 4; ++e) h[e] = fp8x4_to_f16_bits(w[e], neg);
+    const uvec4 nan = uvec4(fp8x4_nan(w.x, fnuz), fp8x4_nan(w.y, fnuz), fp8x4_nan(w.z, fnuz), fp8x4_nan(w.w, fnuz));
+    if ((nan.x | nan.y | nan.z | nan.w) != 0u) {
+        [[unroll]] for (int e = 0; e < 4; ++e) h[e] = fp8x4_nan_fix(h[e], nan[e]);
+    }
+    [[unroll]] for (int e = 0; e < 4; ++e) v[e] = f16vec4(unpackFloat2x16(h[e].x), unpackFloat2x16(h[e].y));
 }
 
 // Thread -> (column, 16-code chunk) of a tile, chunk fastest so neighbours
@@ -115,7 +137,9 @@ void store_tile(int tid, int kb, int sb, uvec4 pf[PF], float pfs[PF]) {
         if (idx >= BN * (D / 16)) continue;
         const bool neg = pfs[x] < 0.0;
         const int o = (kb + col * KROW + dc * 16) / 4;
-        [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = fp8x4_to_f16(pf[x][e], K_FNUZ, neg);
+        f16vec4 v[4];
+        fp8x16_to_f16(pf[x], K_FNUZ, neg, v);
+        [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = v[e];
         // Decoded codes carry 2^-8 (fn) or 2^-7 (fnuz); products carry both.
         const float unshift = (Q_FNUZ ? 128.0 : 256.0) * (K_FNUZ ? 128.0 : 256.0);
         if (dc == 0) sabs[sb + col] = abs(pfs[x]) * unshift;
@@ -156,7 +180,9 @@ void main() {
                         w = mqa_load16(mqa_row(pc.q, row, pc.q_row, 1u) +
                                        uint64_t(head * pc.q_head + dc * 64 + c16 * 16));
                     const int o = (sub * 16 * QROW + i * QROW + c16 * 16) / 4;
-                    [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = fp8x4_to_f16(w[e], Q_FNUZ, false);
+                    f16vec4 v[4];
+                    fp8x16_to_f16(w, Q_FNUZ, false, v);
+                    [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = v[e];
                 }
                 barrier();
                 [[unroll]] for (int sm = 0; sm < 16 / TM; ++sm)
@@ -211,10 +237,11 @@ void main() {
             if (tf + 1 < tl) load_tile(tf + 1, tid, pf, pfs);
         }
         barrier(); // tile tf is in shared memory
+        int sb = (tf % 3) * BN; // tile t's third of sabs
         for (int t = tf; t < tl; ++t) {
-            const int kb = (t & 1) * KB, pb = (t & 1) * PART, sb = (t % 3) * BN;
+            const int kb = (t & 1) * KB, pb = (t & 1) * PART, sb1 = sb == 2 * BN ? 0 : sb + BN;
             if (t + 1 < tl) {
-                store_tile(tid, ((t + 1) & 1) * KB, ((t + 1) % 3) * BN, pf, pfs);
+                store_tile(tid, ((t + 1) & 1) * KB, sb1, pf, pfs);
                 if (t + 2 < tl) load_tile(t + 2, tid, pf, pfs);
             }
             [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
@@ -262,6 +289,7 @@ void main() {
                 }
                 RefF32(mqa_row(pc.logits, row0 + r, pc.l_row, 4u)).v[j] = v;
             }
+            sb = sb1;
         }
     }
 }
