@@ -118,7 +118,7 @@ TAIL=30 report bench_vk
 # The alternative MQA build against this one, back to back.
 if [ -x "$M/qattn-bench" ]; then
   for b in "mqa_ab_this:$B/bench/qattn-bench" "mqa_ab_alt:$M/qattn-bench" "mqa_ab_this2:$B/bench/qattn-bench"; do
-    step "${b%%:*}" 60 "${b#*:}" --backend vulkan --preset mqa_2048x65536_h64,mqa_1024x131072_h32 --iters ${ITERS:-30} --read-mib 0
+    step "${b%%:*}" 60 "${b#*:}" --backend vulkan --preset mqa_1024x131072_h64,mqa_1024x131072_h32,mqa_2048x65536_h64,mqa_4096x32768_h64 --iters ${ITERS:-30} --read-mib 0
     wait_steps
     TAIL=6 report "${b%%:*}"
   done

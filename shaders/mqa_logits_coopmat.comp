@@ -19,12 +19,6 @@
 // is folded into the decoded key's sign, since max(0, s x) = |s| max(0,
 // sign(s) x).
 //
-// One workgroup barrier per tile: key tiles and partials are double
-// buffered and |k_scale| triple buffered, so in iteration t the threads
-// decode tile t+1 into the buffer tile t-1 used, multiply tile t, store its
-// partials, meet at the barrier, and add up tile t's partials; the barrier
-// of iteration t-1 already separated every reader of what they overwrite.
-//
 // Hardware tiles are TM x TN x TK (spec constants, dividing 16): 16x16x16 on
 // NVIDIA/AMD, 8x8x8 on lavapipe; a logical 16-block is (16/TM) x (16/TN).
 // Rows past S are zero in q and never written; windows, clean_logits and
@@ -57,15 +51,13 @@ const int NH = BN / TN;                    // hardware n-tiles per tile
 const int KH = D / TK;                     // hardware k-steps
 const int MH_ROW = MH / RPSG;              // hardware m-tiles per row held
 
-const int KB = BN * KROW;                  // halves of one key tile
-const int KBUF = 2 * KB > NSG * 16 * QROW ? 2 * KB : NSG * 16 * QROW;
-const int PART = NSG * RPSG * TM * BN;     // floats of one tile's partials
-// Two key tiles, or q chunks before the KV loop; f16 in groups of 4 so a
-// thread stores its 16 decoded codes with four 8-byte stores. Offsets and
-// strides of the matrix loads below are in these 4-half units.
+const int KBUF = BN * KROW > NSG * 16 * QROW ? BN * KROW : NSG * 16 * QROW;
+// Key tile, or q chunks before the KV loop; f16 in groups of 4 so a thread
+// stores its 16 decoded codes with four 8-byte stores. Offsets and strides
+// of the matrix loads below are in these 4-half units.
 shared f16vec4 kbuf[KBUF / 4];
-shared float scratch[2 * PART];            // per (subgroup, row) TM x BN partials, two tiles
-shared float sabs[3 * BN];                 // |k_scale| x 2^(qshift+kshift), three tiles
+shared float scratch[NSG * RPSG * TM * BN]; // per (subgroup, row) TM x BN partials
+shared float sabs[2 * BN];                 // |k_scale| x 2^(qshift+kshift), two tiles
 shared ivec2 swin[RPW];                    // the workgroup rows' windows
 
 // Chunks of 16 codes each thread stages per tile (prefetched in registers).
@@ -128,15 +120,15 @@ void load_tile(int t, int tid, out uvec4 pf[PF], out float pfs[PF]) {
     }
 }
 
-// Decodes the prefetched chunks into key buffer kb (column-major for B:
-// column col's D halves at kb + col * KROW), negated where k_scale < 0, and
-// stores |k_scale| x 2^(qshift + kshift) at sabs[sb + col] for the epilogue.
-void store_tile(int tid, int kb, int sb, uvec4 pf[PF], float pfs[PF]) {
+// Decodes the prefetched chunks into the key tile (column-major for B:
+// column col's D halves at col * KROW), negated where k_scale < 0, and
+// stores |k_scale| x 2^(qshift + kshift) for the epilogue.
+void store_tile(int tid, int sb, uvec4 pf[PF], float pfs[PF]) {
     [[unroll]] for (int x = 0; x < PF; ++x) {
         const int idx = tid + x * NTH, col = idx / (D / 16), dc = idx % (D / 16);
         if (idx >= BN * (D / 16)) continue;
         const bool neg = pfs[x] < 0.0;
-        const int o = (kb + col * KROW + dc * 16) / 4;
+        const int o = (col * KROW + dc * 16) / 4;
         f16vec4 v[4];
         fp8x16_to_f16(pf[x], K_FNUZ, neg, v);
         [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = v[e];
@@ -226,33 +218,25 @@ void main() {
                 mqa_fill_neg_inf(row0 + r, max(tl * BN, c_lo), c_hi, tid, NTH);
             }
         }
-        // Key tiles: tile t+1 is decoded into shared memory and tile t+2's
-        // codes and scales are loaded into registers while tile t is
-        // multiplied.
+        // Key tiles: tile t+1's codes and scales are loaded into registers
+        // while tile t is multiplied, then decoded into shared memory.
         uvec4 pf[PF];
         float pfs[PF];
-        if (tf < tl) {
-            load_tile(tf, tid, pf, pfs);
-            store_tile(tid, (tf & 1) * KB, (tf % 3) * BN, pf, pfs);
-            if (tf + 1 < tl) load_tile(tf + 1, tid, pf, pfs);
-        }
-        barrier(); // tile tf is in shared memory
-        int sb = (tf % 3) * BN; // tile t's third of sabs
+        if (tf < tl) load_tile(tf, tid, pf, pfs);
         for (int t = tf; t < tl; ++t) {
-            const int kb = (t & 1) * KB, pb = (t & 1) * PART, sb1 = sb == 2 * BN ? 0 : sb + BN;
-            if (t + 1 < tl) {
-                store_tile(tid, ((t + 1) & 1) * KB, sb1, pf, pfs);
-                if (t + 2 < tl) load_tile(t + 2, tid, pf, pfs);
-            }
+            const int sb = (t & 1) * BN; // this tile's half of sabs
+            store_tile(tid, sb, pf, pfs);
+            barrier(); // the tile is in shared memory
+            if (t + 1 < tl) load_tile(t + 1, tid, pf, pfs);
             [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
             [[unroll]] for (int kh = 0; kh < KH; ++kh) {
-                MATB kbm[NH];
+                MATB kb[NH];
                 [[unroll]] for (int nh = 0; nh < NH; ++nh)
-                    coopMatLoad(kbm[nh], kbuf, (kb + nh * TN * KROW + kh * TK) / 4, KROW / 4,
+                    coopMatLoad(kb[nh], kbuf, (nh * TN * KROW + kh * TK) / 4, KROW / 4,
                                 gl_CooperativeMatrixLayoutColumnMajor);
                 [[unroll]] for (int mh = 0; mh < MH; ++mh)
                     [[unroll]] for (int nh = 0; nh < NH; ++nh)
-                        acc[mh * NH + nh] = coopMatMulAdd(qa[mh * KH + kh], kbm[nh], acc[mh * NH + nh]);
+                        acc[mh * NH + nh] = coopMatMulAdd(qa[mh * KH + kh], kb[nh], acc[mh * NH + nh]);
             }
             // w * max(0, acc), summed over the m-tiles of each row held.
             [[unroll]] for (int rr = 0; rr < RPSG; ++rr) {
@@ -263,11 +247,11 @@ void main() {
                         ACC a = acc[mh * NH + nh];
                         [[unroll]] for (int e = 0; e < a.length(); ++e) part[e] += wm[mh][e] * max(a[e], 0.0);
                     }
-                    coopMatStore(part, scratch, pb + sbase + rr * TM * BN + nh * TN, BN,
+                    coopMatStore(part, scratch, sbase + rr * TM * BN + nh * TN, BN,
                                  gl_CooperativeMatrixLayoutRowMajor);
                 }
             }
-            barrier(); // tile t's partials and tile t+1's keys are in shared memory
+            barrier();
             // One thread per (row, column): add the TM partial rows of every
             // subgroup holding the row, scale by |k_scale|, apply the window.
             for (int x = tid; x < RPW * BN; x += NTH) {
@@ -280,7 +264,7 @@ void main() {
                     const int s0 = (r / RPSG) * SPR, rr = r % RPSG;
                     float sum = 0.0;
                     for (int s = s0; s < s0 + SPR; ++s)
-                        for (int i = 0; i < TM; ++i) sum += scratch[pb + (s * RPSG + rr) * TM * BN + i * BN + col];
+                        for (int i = 0; i < TM; ++i) sum += scratch[(s * RPSG + rr) * TM * BN + i * BN + col];
                     v = sabs[sb + col] * sum;
                 } else if (pc.clean != 0) {
                     v = uintBitsToFloat(0xFF800000u);
@@ -289,7 +273,6 @@ void main() {
                 }
                 RefF32(mqa_row(pc.logits, row0 + r, pc.l_row, 4u)).v[j] = v;
             }
-            sb = sb1;
         }
     }
 }

@@ -139,12 +139,12 @@ typedef struct cm_geom {
 
 static int64_t coopmat_shared(const cm_geom *g, int64_t D) {
     int64_t bn = 16 * g->nt;
-    /* Two key tiles, and before the KV loop each subgroup's 16 x CM_DCHUNK
+    /* The key tile, and before the KV loop each subgroup's 16 x CM_DCHUNK
      * chunk of q on its way into registers, share one f16 array. */
-    int64_t kbuf = max64(2 * bn * (D + CM_PAD), (int64_t)g->nsg * 16 * (CM_DCHUNK + CM_PAD));
-    int64_t scratch = 2 * (int64_t)g->nsg * g->rpsg * g->nt * 256; /* per-row partials of two tiles, f32 */
+    int64_t kbuf = max64(bn * (D + CM_PAD), (int64_t)g->nsg * 16 * (CM_DCHUNK + CM_PAD));
+    int64_t scratch = (int64_t)g->nsg * g->rpsg * g->nt * 256; /* per-row partials, f32 */
     int64_t rows = (int64_t)g->nsg / g->spr * g->rpsg;
-    return kbuf * 2 + scratch * 4 + 3 * bn * 4 /* |k_scale| of three tiles */ + rows * 8 /* windows */;
+    return kbuf * 2 + scratch * 4 + 2 * bn * 4 /* |k_scale| of two tiles */ + rows * 8 /* windows */;
 }
 
 /* The matrix-unit shape the coopmat kernel uses: an f16 x f16 -> f32
