@@ -179,8 +179,9 @@ static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *ou
  *   MT = 2). MT and H/16 must divide one another so a tile never straddles
  *   rows.
  * - A row may spread over up to H/16 subgroups; the workgroup always holds
- *   at least two rows (docs/perf_mqa_notes.md: the H200 gave wrong results
- *   for every geometry with one row per workgroup).
+ *   at least two rows: on the H200 every geometry with one row per
+ *   workgroup gave wrong results and the same geometries with two rows are
+ *   right (docs/perf_mqa_notes.md); the fault itself was not located.
  * - NT (16-column n-tiles per KV tile): accumulators MT*NT*256/sg floats per
  *   lane <= 32 (at MT = 4 the H200 ran 16-column tiles 12 % faster than
  *   32-column ones: fewer registers), at most 4; lowered until the shared
