@@ -18,7 +18,7 @@ scripts/toolchain.sh bash -c "
   cmake -S $top/.devbuild/src -B $top/.devbuild/all -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_SHARED_LIBS=OFF -DQATTN_VULKAN=ON -DQATTN_HIP=OFF >/dev/null
   cmake --build $top/.devbuild/all -j \$(nproc) \
-        --target qattn-bench qattn_parity test_plan_decode test_plan_mqa_logits qattn_vk_stats test_vk_embed
+        --target qattn-bench qattn_parity test_plan_decode test_plan_mqa_logits qattn_vk_stats test_vk_embed qattn_mqa_tune
   # cmocka is a shared library: it travels with the tests.
   mkdir -p $top/.devbuild/all/lib
   cp -L \$(ldd $top/.devbuild/all/tests/test_plan_decode | awk '/libcmocka/ {print \$3}') $top/.devbuild/all/lib/"

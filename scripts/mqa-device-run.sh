@@ -30,7 +30,7 @@ step() { # step NAME LIMIT CMD...
 }
 step "parity coopmat forced" 90 $P --variant coopmat -v
 step "parity planner" 90 $P -v
-for mt in 1 2; do step "parity coopmat MTILES=$mt" 90 env QATTN_MQA_MTILES=$mt $P --variant coopmat -v; done
+for mt in 2; do step "parity coopmat MTILES=$mt" 90 env QATTN_MQA_MTILES=$mt $P --variant coopmat -v; done
 step "parity long" 60 $P --filter mqa_logits/long
 # Spec constants of the 2048 x 65536 H64 D128 plan (constant_id order).
 S="128,32,1,4,16,128,0,0,0,1,4,1,64,16,16,16"
@@ -38,23 +38,15 @@ step "stats" 30 $B/backend_vulkan/qattn_vk_stats mqa_logits_coopmat 32 $S
 grep -E "Register Count|Local Memory|Shared Memory" /tmp/step.txt
 step "bench seeds" 120 $B/bench/qattn-bench --backend vulkan --op mqa_logits --seeds --iters 10 --json "$O/bench.json"
 cut -c1-200 /tmp/step.txt | grep -E "ceiling|mqa_"
-for mt in 2 4; do
-  for nt in 1 2; do
-    step "sweep mt$mt nt$nt" 30 env QATTN_MQA_MTILES=$mt QATTN_MQA_NTILES=$nt \
-      $B/bench/qattn-bench --backend vulkan --preset mqa_2048x65536_h64 --iters 10 --read-mib 0
-    grep -E "^mqa_" /tmp/step.txt | cut -c1-200
-  done
-done
-# An alternative build (.devbuild/mqaold: qattn_parity and qattn-bench, its
-# COMMIT file says what it is), checked and timed beside this one.
+# The KV split and tile width around the planner's choice (qattn_mqa_tune:
+# each configuration spot-checked against the cpu reference).
+step "tune sweep" 150 $B/tests/qattn_mqa_tune --sweep --runs 7
+grep -E "planner|mt[0-9]" /tmp/step.txt | cut -c1-170
+# An alternative build (.devbuild/mqaold: qattn-bench, its COMMIT file says
+# what it is; its parity was run on its own), timed beside this one.
 M=.devbuild/mqaold
 if [ -x "$M/qattn-bench" ]; then
   echo "alternative: $(cat $M/COMMIT 2>/dev/null)" >>"$L"
-  step "alt parity coopmat forced" 90 "$M/qattn_parity" --backend vulkan --op mqa_logits --no-validation --variant coopmat -v
-  for mt in 1 2; do
-    step "alt parity coopmat MTILES=$mt" 90 env QATTN_MQA_MTILES=$mt "$M/qattn_parity" --backend vulkan \
-      --op mqa_logits --no-validation --variant coopmat -v
-  done
   for b in "this:$B/bench/qattn-bench" "alt:$M/qattn-bench" "this:$B/bench/qattn-bench"; do
     step "ab ${b%%:*}" 60 "${b#*:}" --backend vulkan --preset mqa_2048x65536_h64,mqa_1024x131072_h32 --iters 10 --read-mib 0
     grep -E "^mqa_" /tmp/step.txt | cut -c1-200
