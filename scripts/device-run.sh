@@ -156,11 +156,14 @@ for i in 1 2; do
   wait_steps
   TAIL=12 report pipeline_cache_$i
 done
-# An earlier build beside this one, and the cost of the in-kernel bounds.
-for extra in ab_old:.devbuild/old0 bounds:.devbuild/abl/32; do
+# Earlier builds beside this one (their COMMIT files say what they are),
+# and the cost of the in-kernel bounds.
+for extra in ab_old:.devbuild/old0 ab_old1:.devbuild/old1 bounds:.devbuild/abl/32; do
   name=${extra%%:*} dir=${extra#*:}
   [ -x "$dir/qattn-bench" ] || continue
-  step "$name" 60 "$dir/qattn-bench" --backend vulkan --preset decode_b16_gqa4_32k --iters ${ITERS:-30} --read-mib 0
+  echo "$name: $(cat "$dir/COMMIT" 2>/dev/null)" >>"$OUT/all_logs.txt"
+  step "$name" 60 "$dir/qattn-bench" --backend vulkan --preset decode_b16_gqa4_32k,decode_b1_gqa4_32k \
+    --iters ${ITERS:-30} --read-mib 0
   wait_steps
   TAIL=4 report "$name"
 done
