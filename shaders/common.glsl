@@ -26,19 +26,6 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefF32 { flo
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer RefU32x2 { uvec2 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer RefU32x4 { uvec4 v[]; };
 
-// Read-only views of inputs a kernel never writes (caches, q, page tables,
-// scales): NonWritable and Restrict, so a driver may use its read-only load
-// path. glslang compiles cooperative-matrix shaders under the Vulkan memory
-// model, where the NVIDIA driver turned plain buffer-reference loads into
-// LDG.E.STRONG.SM (the SASS of the decode and MQA pipelines).
-layout(buffer_reference, std430, buffer_reference_align = 1) readonly restrict buffer RoU8 { uint8_t v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 2) readonly restrict buffer RoU16 { uint16_t v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer RoU32 { uint v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer RoI32 { int v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer RoF32 { float v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 8) readonly restrict buffer RoU32x2 { uvec2 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer RoU32x4 { uvec4 v[]; };
-
 // Element index -> byte address. Indices are int32 (the core validates that
 // every tensor spans fewer than 2^31 elements); products go to 64 bits.
 uint64_t qa_at(uint64_t base, int64_t elem, uint esize) { return base + uint64_t(elem) * uint64_t(esize); }
