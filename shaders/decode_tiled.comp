@@ -97,6 +97,7 @@ const int C = SG < TK ? SG : TK;   // lanes per softmax row group
 const int RG = SG / C;             // row groups
 const int KPL = TK / C;            // keys per lane in the softmax
 const int RPL = (NR + RG - 1) / RG; // rows per lane in the softmax
+const int RPR = RPL < (ROWS + RG - 1) / RG ? RPL : (ROWS + RG - 1) / RG; // of them, groups that hold a real row
 const int NSK = (TK + SG - 1) / SG; // keys per lane whose scales it loads
 #if defined(KV_BF16)
 const bool HAS_SCALES = false;
@@ -502,42 +503,65 @@ void main() {
 #endif
         sync_shared();
 
-        // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i.
-        // Unrolled and branch-free up to the stores: the row loop indexes
-        // the per-row arrays (a loop the driver does not unroll puts them
-        // in local memory), and the reductions must run in converged
-        // control flow (NVIDIA turns a shuffle under a divergent branch into
-        // a call to a slow path). Padding rows compute on -inf and store
-        // nothing.
+        // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i for
+        // the RPR row groups that hold a real row. Unrolled and branch-free
+        // up to the stores: the row loop indexes the per-row arrays (a loop
+        // the driver does not unroll puts them in local memory), and the
+        // reductions must run in converged control flow (NVIDIA turns a
+        // shuffle under a divergent branch into a call to a slow path).
+        // Every row's reads come before any row's stores (a store to ss may
+        // alias the next row's read as far as the compiler knows, which
+        // serialised the rows' latency chains in the SASS), the per-key
+        // values are read once for all rows, the soft cap is one uniform
+        // branch and the rows' shuffle reductions are interleaved. Padding
+        // rows compute on -inf and store nothing.
         if (QA_KEEP(4)) {
             const int kq = lane % C;
-            [[unroll]] for (int i = 0; i < RPL; ++i) {
+            int kpos[KPL];
+            float kscale[KPL], vscale[KPL];
+            [[unroll]] for (int j = 0; j < KPL; ++j) {
+                const int key = kq + C * j;
+                kpos[j] = spos[key];
+                kscale[j] = sks[key];
+                vscale[j] = svs[key];
+            }
+            float s[RPR * KPL], tmax[RPR];
+            [[unroll]] for (int i = 0; i < RPR; ++i) {
+                const int nn = min(lane / C + RG * i, NR - 1);
+                [[unroll]] for (int j = 0; j < KPL; ++j)
+                    s[i * KPL + j] = ss[(kq + C * j) * NR + nn] * qf_r[i] * kscale[j];
+            }
+            if (pc.softcap > 0.0) {
+                [[unroll]] for (int e = 0; e < RPR * KPL; ++e) s[e] = pc.softcap * qa_tanh(s[e] / pc.softcap);
+            }
+            [[unroll]] for (int i = 0; i < RPR; ++i) {
+                const bool real = lane / C + RG * i < ROWS;
+                tmax[i] = QA_NEG_INF;
+                [[unroll]] for (int j = 0; j < KPL; ++j) {
+                    const int p = kpos[j];
+                    const bool vis = real && p >= 0 && p >= lo_r[i] && p <= hi_r[i];
+                    const float x = vis ? s[i * KPL + j] * float(QA_LOG2E) : QA_NEG_INF;
+                    s[i * KPL + j] = x;
+                    tmax[i] = max(tmax[i], x);
+                }
+            }
+            [[unroll]] for (int o = 1; o < C; o <<= 1) {
+                [[unroll]] for (int i = 0; i < RPR; ++i) tmax[i] = max(tmax[i], subgroupShuffleXor(tmax[i], uint(o)));
+            }
+            [[unroll]] for (int i = 0; i < RPR; ++i) {
                 const int n = lane / C + RG * i;
                 const bool real = n < ROWS;
-                const int nn = min(n, NR - 1);
-                float s[KPL];
-                float tmax = QA_NEG_INF;
-                [[unroll]] for (int j = 0; j < KPL; ++j) {
-                    const int key = kq + C * j;
-                    const int p = spos[key];
-                    const bool vis = real && p >= 0 && p >= lo_r[i] && p <= hi_r[i];
-                    float x = ss[key * NR + nn] * qf_r[i] * sks[key];
-                    if (pc.softcap > 0.0) x = pc.softcap * qa_tanh(x / pc.softcap);
-                    x = vis ? x * float(QA_LOG2E) : QA_NEG_INF;
-                    s[j] = x;
-                    tmax = max(tmax, x);
-                }
-                tmax = shfl_max(tmax);
-                const float mn = max(m[i], tmax);
+                const float mn = max(m[i], tmax[i]);
                 const float alpha = mn == QA_NEG_INF ? 1.0 : exp2(m[i] - mn);
                 m[i] = mn;
                 float ps = 0.0;
                 [[unroll]] for (int j = 0; j < KPL; ++j) {
                     const int key = kq + C * j;
-                    const float p = s[j] == QA_NEG_INF ? 0.0 : exp2(s[j] - mn);
+                    const float x = s[i * KPL + j];
+                    const float p = x == QA_NEG_INF ? 0.0 : exp2(x - mn);
                     ps += p;
                     if (real) {
-                        sp[n * LDP + key] = float16_t(p * svs[key]);
+                        sp[n * LDP + key] = float16_t(p * vscale[j]);
                         ss[key * NR + n] = alpha;
                     }
                 }
@@ -545,7 +569,6 @@ void main() {
             }
         }
         sync_shared();
-
         // 4. O^T = O^T * alpha + V^T P^T
 #if MATRIX
         if (QA_KEEP(8)) {
