@@ -254,10 +254,17 @@ void main() {
         }
         qmx[n] = mx;
     }
+    // The rows' maxima over the subgroup, interleaved: subgroupMax became a
+    // call per row to a routine that first votes whether every lane is
+    // active (the H200's SASS); the workgroup is one full subgroup, so a
+    // butterfly of shuffles is exact.
+    [[unroll]] for (int o = 1; o < SG; o <<= 1) {
+        [[unroll]] for (int n = 0; n < NR; ++n) qmx[n] = max(qmx[n], subgroupShuffleXor(qmx[n], uint(o)));
+    }
     [[unroll]] for (int n = 0; n < NR; ++n) {
         const bool real = n < ROWS;
         const int64_t qb = q_row(b, h0, n);
-        const float mx = subgroupMax(qmx[n]);
+        const float mx = qmx[n];
         int e = 0;
         if (mx > 0.0) {
             int ex;
