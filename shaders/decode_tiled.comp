@@ -41,6 +41,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_ballot : require
 #if MATRIX
 #extension GL_KHR_cooperative_matrix : require
 #endif
@@ -211,11 +212,14 @@ void main() {
     const int lane = int(gl_LocalInvocationID.x);
 
     // ---- the request's pages and keys, bounded ----
-    const int L = qa_ld_i32(pc.lens, int64_t(b) * pc.lens_s);
+    // Every lane reads the same words; broadcast, the driver knows that the
+    // values, the loop bounds and so the tile loop's control flow are
+    // uniform (the SASS handled the loop's exit as a divergent one).
+    const int L = subgroupBroadcastFirst(qa_ld_i32(pc.lens, int64_t(b) * pc.lens_s));
     // Key p's page id is kv_indices[ip0 + p / P]; the key exists only where
     // that entry lies in [ip0, ip1) and in [0, n_indices).
-    const int ip0 = qa_ld_i32(pc.indptr, int64_t(b) * pc.indptr_s);
-    const int ip1 = min(qa_ld_i32(pc.indptr, int64_t(b + 1) * pc.indptr_s), pc.n_indices);
+    const int ip0 = subgroupBroadcastFirst(qa_ld_i32(pc.indptr, int64_t(b) * pc.indptr_s));
+    const int ip1 = subgroupBroadcastFirst(min(qa_ld_i32(pc.indptr, int64_t(b + 1) * pc.indptr_s), pc.n_indices));
     // Keys that may exist: positions below the request's entries' capacity
     // (those whose entry is negative are hidden per key below); none in an
     // empty cache, whose first slot the loads of hidden keys could not read.
