@@ -145,21 +145,21 @@ void decode16(uvec4 w, out uvec4 lo, out uvec4 hi) {
 
 // 16 bytes of a K/V row at addr (VEC-aligned) in loads of VEC bytes.
 uvec4 load16(uint64_t addr) {
-    if (VEC >= 16) return RefU32x4(addr).v[0];
+    if (VEC >= 16) return RoU32x4(addr).v[0];
     if (VEC == 8) {
-        RefU32x2 r = RefU32x2(addr);
+        RoU32x2 r = RoU32x2(addr);
         return uvec4(r.v[0], r.v[1]);
     }
     uint w[4];
     UNROLL for (int j = 0; j < 4; ++j) {
         const uint64_t a = addr + uint64_t(4 * j);
         if (VEC == 4) {
-            w[j] = RefU32(a).v[0];
+            w[j] = RoU32(a).v[0];
         } else if (VEC == 2) {
-            RefU16 r = RefU16(a);
+            RoU16 r = RoU16(a);
             w[j] = uint(r.v[0]) | (uint(r.v[1]) << 16);
         } else {
-            RefU8 r = RefU8(a);
+            RoU8 r = RoU8(a);
             w[j] = uint(r.v[0]) | (uint(r.v[1]) << 8) | (uint(r.v[2]) << 16) | (uint(r.v[3]) << 24);
         }
     }
@@ -253,7 +253,7 @@ void main() {
         float mx = 0.0;
         [[unroll]] for (int k = 0; k < QPL; ++k) {
             const int d = lane + SG * k;
-            const float x = qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + min(d, D - 1), 2)).v[0]));
+            const float x = qa_bf16_to_f32(uint(RoU16(qa_at(pc.q, qb + min(d, D - 1), 2)).v[0]));
             mx = max(mx, d < D ? abs(x) : 0.0);
         }
         qmx[n] = mx;
@@ -286,7 +286,7 @@ void main() {
                     // Staged position cc*8 + 2j + u holds dim pos(...) under PERM.
                     const int sp_ = cc * 8 + 2 * j + u;
                     const int dm = PERM != 0 ? ((sp_ & ~3) | ((sp_ & 1) << 1) | ((sp_ >> 1) & 1)) : sp_;
-                    const float y = ldexp(qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + dm, 2)).v[0])), e);
+                    const float y = ldexp(qa_bf16_to_f32(uint(RoU16(qa_at(pc.q, qb + dm, 2)).v[0])), e);
                     x[u] = real ? y : 0.0;
                 }
                 wq[j] = packHalf2x16(vec2(x[0], x[1]));
@@ -382,7 +382,7 @@ void main() {
             const uint pos = uint(t0) + uint(key);                                          \
             const int ent = ip0 + int(QA_KEEP(32) ? min(ce[i], last_e) : ce[i]);            \
             const uint at = uint(QA_KEEP(32) ? max(ent, 0) : ent) * uint(pc.indices_s);     \
-            npage[i] = RefI32(pc.indices + uint64_t(at) * 4u).v[0];                         \
+            npage[i] = RoI32(pc.indices + uint64_t(at) * 4u).v[0];                         \
             nrow[i] = int(cr[i]);                                                           \
             nok[i] = (key < TK && pos < uint(ke) && ent >= 0) ? 1 : 0;                      \
             const uint r2 = cr[i] + step_r;                                                 \
@@ -411,8 +411,8 @@ void main() {
             if (HAS_SCALES) {                                                               \
                 const uint so = kk ? uint(kp) * ks_ps + uint(kr) * uint(pc.ks_rs) : 0u;     \
                 const uint vo = kk ? uint(kp) * vs_ps + uint(kr) * uint(pc.vs_rs) : 0u;     \
-                rks[i] = RefF32(ksbase + uint64_t(so) * 4u).v[0];                           \
-                rvs[i] = RefF32(vsbase + uint64_t(vo) * 4u).v[0];                           \
+                rks[i] = RoF32(ksbase + uint64_t(so) * 4u).v[0];                           \
+                rvs[i] = RoF32(vsbase + uint64_t(vo) * 4u).v[0];                           \
             }                                                                               \
         }                                                                                   \
         UNROLL for (int i = 0; i < NCH; ++i) {                                              \
