@@ -8,6 +8,20 @@
 #define QA_LN2 0.6931471805599453
 #define QA_NEG_INF (-1.0 / 0.0)
 
+// Read-only views of the inputs, for the loads of stage 1: nothing writes
+// them during the dispatch, and saying so (NonWritable, Restrict) leaves a
+// driver free to use its non-coherent load path. The NVIDIA driver emits
+// every load of a plain reference as LDG.E.STRONG.SM under the Vulkan memory
+// model, which the cooperative-matrix variant is compiled with; its CUDA
+// twin's loads are weak.
+layout(buffer_reference, std430, buffer_reference_align = 1) readonly restrict buffer RoU8 { uint8_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) readonly restrict buffer RoU16 { uint16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer RoU32 { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer RoI32 { int v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer RoF32 { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly restrict buffer RoU32x2 { uvec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer RoU32x4 { uvec4 v[]; };
+
 #ifndef QA_NO_STAGE1_PUSH
 layout(push_constant, std430) uniform Push {
     uint64_t q, k, v, ks, vs;            // tensors (ks/vs 0 for bf16 caches)
@@ -24,8 +38,8 @@ layout(push_constant, std430) uniform Push {
     float sm_scale, softcap;
 } pc;
 
-int qa_ld_i32(uint64_t base, int64_t i) { return RefI32(qa_at(base, i, 4)).v[0]; }
-float qa_ld_f32(uint64_t base, int64_t i) { return RefF32(qa_at(base, i, 4)).v[0]; }
+int qa_ld_i32(uint64_t base, int64_t i) { return RoI32(qa_at(base, i, 4)).v[0]; }
+float qa_ld_f32(uint64_t base, int64_t i) { return RoF32(qa_at(base, i, 4)).v[0]; }
 
 // Visible keys of row r of a request with L keys and R rows: [lo, hi].
 void qa_visible(int L, int R_, int r, out int lo, out int hi) {

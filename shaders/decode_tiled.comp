@@ -41,6 +41,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_ballot : require
 #if MATRIX
 #extension GL_KHR_cooperative_matrix : require
 #endif
@@ -97,6 +98,7 @@ const int C = SG < TK ? SG : TK;   // lanes per softmax row group
 const int RG = SG / C;             // row groups
 const int KPL = TK / C;            // keys per lane in the softmax
 const int RPL = (NR + RG - 1) / RG; // rows per lane in the softmax
+const int RPR = RPL < (ROWS + RG - 1) / RG ? RPL : (ROWS + RG - 1) / RG; // of them, groups that hold a real row
 const int NSK = (TK + SG - 1) / SG; // keys per lane whose scales it loads
 #if defined(KV_BF16)
 const bool HAS_SCALES = false;
@@ -143,21 +145,21 @@ void decode16(uvec4 w, out uvec4 lo, out uvec4 hi) {
 
 // 16 bytes of a K/V row at addr (VEC-aligned) in loads of VEC bytes.
 uvec4 load16(uint64_t addr) {
-    if (VEC >= 16) return RefU32x4(addr).v[0];
+    if (VEC >= 16) return RoU32x4(addr).v[0];
     if (VEC == 8) {
-        RefU32x2 r = RefU32x2(addr);
+        RoU32x2 r = RoU32x2(addr);
         return uvec4(r.v[0], r.v[1]);
     }
     uint w[4];
     UNROLL for (int j = 0; j < 4; ++j) {
         const uint64_t a = addr + uint64_t(4 * j);
         if (VEC == 4) {
-            w[j] = RefU32(a).v[0];
+            w[j] = RoU32(a).v[0];
         } else if (VEC == 2) {
-            RefU16 r = RefU16(a);
+            RoU16 r = RoU16(a);
             w[j] = uint(r.v[0]) | (uint(r.v[1]) << 16);
         } else {
-            RefU8 r = RefU8(a);
+            RoU8 r = RoU8(a);
             w[j] = uint(r.v[0]) | (uint(r.v[1]) << 8) | (uint(r.v[2]) << 16) | (uint(r.v[3]) << 24);
         }
     }
@@ -210,14 +212,18 @@ void main() {
     const int lane = int(gl_LocalInvocationID.x);
 
     // ---- the request's pages and keys, bounded ----
-    const int L = qa_ld_i32(pc.lens, int64_t(b) * pc.lens_s);
+    // Every lane reads the same words; broadcast, the driver knows that the
+    // values, the loop bounds and so the tile loop's control flow are
+    // uniform (the SASS handled the loop's exit as a divergent one).
+    const int L = subgroupBroadcastFirst(qa_ld_i32(pc.lens, int64_t(b) * pc.lens_s));
     // Key p's page id is kv_indices[ip0 + p / P]; the key exists only where
     // that entry lies in [ip0, ip1) and in [0, n_indices).
-    const int ip0 = qa_ld_i32(pc.indptr, int64_t(b) * pc.indptr_s);
-    const int ip1 = min(qa_ld_i32(pc.indptr, int64_t(b + 1) * pc.indptr_s), pc.n_indices);
+    const int ip0 = subgroupBroadcastFirst(qa_ld_i32(pc.indptr, int64_t(b) * pc.indptr_s));
+    const int ip1 = subgroupBroadcastFirst(min(qa_ld_i32(pc.indptr, int64_t(b + 1) * pc.indptr_s), pc.n_indices));
     // Keys that may exist: positions below the request's entries' capacity
-    // (those whose entry is negative are hidden per key below).
-    const int64_t cap64 = max(int64_t(ip1) - int64_t(ip0), int64_t(0)) * pc.page_size;
+    // (those whose entry is negative are hidden per key below); none in an
+    // empty cache, whose first slot the loads of hidden keys could not read.
+    const int64_t cap64 = pc.n_slots > 0 ? max(int64_t(ip1) - int64_t(ip0), int64_t(0)) * pc.page_size : 0;
     const int cap = int(min(cap64, int64_t(0x7FFFFFFF)));
     // Keys whose entry would precede kv_indices[0] do not exist either: the
     // first key that may exist (so a negative kv_indptr row costs nothing).
@@ -247,15 +253,22 @@ void main() {
         float mx = 0.0;
         [[unroll]] for (int k = 0; k < QPL; ++k) {
             const int d = lane + SG * k;
-            const float x = qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + min(d, D - 1), 2)).v[0]));
+            const float x = qa_bf16_to_f32(uint(RoU16(qa_at(pc.q, qb + min(d, D - 1), 2)).v[0]));
             mx = max(mx, d < D ? abs(x) : 0.0);
         }
         qmx[n] = mx;
     }
+    // The rows' maxima over the subgroup, interleaved: subgroupMax became a
+    // call per row to a routine that first votes whether every lane is
+    // active (the H200's SASS); the workgroup is one full subgroup, so a
+    // butterfly of shuffles is exact.
+    [[unroll]] for (int o = 1; o < SG; o <<= 1) {
+        [[unroll]] for (int n = 0; n < NR; ++n) qmx[n] = max(qmx[n], subgroupShuffleXor(qmx[n], uint(o)));
+    }
     [[unroll]] for (int n = 0; n < NR; ++n) {
         const bool real = n < ROWS;
         const int64_t qb = q_row(b, h0, n);
-        const float mx = subgroupMax(qmx[n]);
+        const float mx = qmx[n];
         int e = 0;
         if (mx > 0.0) {
             int ex;
@@ -273,7 +286,7 @@ void main() {
                     // Staged position cc*8 + 2j + u holds dim pos(...) under PERM.
                     const int sp_ = cc * 8 + 2 * j + u;
                     const int dm = PERM != 0 ? ((sp_ & ~3) | ((sp_ & 1) << 1) | ((sp_ >> 1) & 1)) : sp_;
-                    const float y = ldexp(qa_bf16_to_f32(uint(RefU16(qa_at(pc.q, qb + dm, 2)).v[0])), e);
+                    const float y = ldexp(qa_bf16_to_f32(uint(RoU16(qa_at(pc.q, qb + dm, 2)).v[0])), e);
                     x[u] = real ? y : 0.0;
                 }
                 wq[j] = packHalf2x16(vec2(x[0], x[1]));
@@ -320,73 +333,104 @@ void main() {
     UNROLL for (int i = 0; i < OPL * 8; ++i) oacc[i] = 0.0;
 #endif
 
-    // ---- the tile loop: loads for tile t + 1 are issued before tile t is
-    // computed ----
-    // Loads are software-pipelined: the page ids of tile t + 2 and the data
-    // of tile t + 1 are in flight while tile t is computed, so no load waits
-    // on another load of the same iteration. Every address is formed from
-    // bounded indices (a clamp, not a branch), so loads issue back to back.
-    int npage[NSK], nrow[NSK], nok[NSK]; // the keys of the next tile to load
-    uvec4 rk[NCH], rv[NCH];
-    float rks[NSK], rvs[NSK];
+    // ---- the tile loop. Loads are software-pipelined: the page ids of
+    // tile t + 2 and the data of tile t + 1 are in flight while tile t is
+    // computed. Nothing reads a loaded register before the next iteration's
+    // staging: the masks that zero the words of keys that do not exist are
+    // applied there, not where the loads are issued (a select right behind a
+    // load makes the subgroup wait for the memory at once, which the H200's
+    // SASS showed). Every address is formed from bounded indices (a clamp,
+    // not a branch), so loads issue back to back.
+    //
+    // Offsets are unsigned 32-bit. A slot inside the cache lies fewer than
+    // 2^31 elements from its tensor's element 0 (the core bounds every
+    // tensor's span to int32), so products and sums of the views' strides
+    // taken modulo 2^32 are its exact offset, even where a rank-3 view's page
+    // stride does not fit 32 bits (core/include/qattn/backend.h,
+    // qattn_cache_view32). The head's part of the offset is a per-workgroup
+    // base; each key's row offset is formed once, by the lane that holds
+    // its page id, and shuffled to the lanes loading its chunks.
+    const uint64_t kbase = pc.k + uint64_t(uint(g) * uint(pc.k_hs)) * uint(ES);
+    const uint64_t vbase = pc.v + uint64_t(uint(g) * uint(pc.v_hs)) * uint(ES);
+    const uint64_t ksbase = pc.ks + uint64_t(uint(g) * uint(pc.ks_hs)) * 4u;
+    const uint64_t vsbase = pc.vs + uint64_t(uint(g) * uint(pc.vs_hs)) * 4u;
+    const uint k_ps = uint(pc.k_ps), v_ps = uint(pc.v_ps), ks_ps = uint(pc.ks_ps), vs_ps = uint(pc.vs_ps);
+    const uint psz = uint(pc.page_size);
+    // A key's page entry and row advance by TK per tile: no division in the
+    // loop. Entries are clamped to the request's last one (a key past ke
+    // only needs an address that is inside kv_indices).
+    const uint step_e = uint(TK) / psz, step_r = uint(TK) % psz;
+    const uint last_e = ip1 > ip0 ? uint(ip1) - uint(ip0) - 1u : 0u;
+    uint ce[NSK], cr[NSK];                // entry (from ip0) and row of key lane + SG*i of the next tile KEYS_OF describes
+    int npage[NSK], nrow[NSK], nok[NSK];  // what it described
+    uvec4 rk[NCH], rv[NCH];               // loaded words, raw
+    bool rok[NCH];                        // whether a chunk's key exists (its words are zeroed at staging otherwise)
+    float rks[NSK], rvs[NSK];             // loaded scales, raw
+    bool rsok[NSK];
     int rpos[NSK];
-    // Page id, row and existence of key lane + SG*i of the tile at t0.
+    UNROLL for (int i = 0; i < NSK; ++i) {
+        const uint p = uint(max(kb, 0)) + uint(lane + SG * i);
+        ce[i] = p / psz;
+        cr[i] = p - ce[i] * psz;
+    }
+    // Page id, row and existence of key lane + SG*i of the tile at t0 (the
+    // tiles after the last one described, in order); then one tile on.
     #define KEYS_OF(t0)                                                                     \
     {                                                                                       \
-        UNROLL for (int i = 0; i < NSK; ++i) {                                          \
+        UNROLL for (int i = 0; i < NSK; ++i) {                                              \
             const int key = lane + SG * i;                                                  \
-            const int p = (t0) + key;                                                       \
-            const int pc_ = QA_KEEP(32) ? min(p, ke - 1) : p;                               \
-            const int64_t ent = int64_t(ip0) + pc_ / pc.page_size;                          \
-            npage[i] = qa_ld_i32(pc.indices, (QA_KEEP(32) ? max(ent, int64_t(0)) : ent) * pc.indices_s); \
-            nrow[i] = pc_ % pc.page_size;                                                   \
-            nok[i] = (key < TK && p < ke && ent >= 0) ? 1 : 0;                              \
+            const uint pos = uint(t0) + uint(key);                                          \
+            const int ent = ip0 + int(QA_KEEP(32) ? min(ce[i], last_e) : ce[i]);            \
+            const uint at = uint(QA_KEEP(32) ? max(ent, 0) : ent) * uint(pc.indices_s);     \
+            npage[i] = RoI32(pc.indices + uint64_t(at) * 4u).v[0];                         \
+            nrow[i] = int(cr[i]);                                                           \
+            nok[i] = (key < TK && pos < uint(ke) && ent >= 0) ? 1 : 0;                      \
+            const uint r2 = cr[i] + step_r;                                                 \
+            const bool wrap = r2 >= psz;                                                    \
+            cr[i] = wrap ? r2 - psz : r2;                                                   \
+            ce[i] += step_e + (wrap ? 1u : 0u);                                             \
         }                                                                                   \
     }
-    // Issues the data loads of the tile at t0 whose keys KEYS_OF described.
+    // Issues the data and scale loads of the tile at t0 whose keys KEYS_OF
+    // described.
     #define LOAD_TILE(t0)                                                                   \
     {                                                                                       \
-        int kp[NSK], kr[NSK], kk[NSK];                                                      \
-        UNROLL for (int i = 0; i < NSK; ++i) {                                          \
-            kp[i] = npage[i];                                                               \
-            kr[i] = nrow[i];                                                                \
-            kk[i] = (nok[i] != 0 && (!QA_KEEP(32) || (kp[i] >= 0 &&                         \
-                     int64_t(kp[i]) * pc.page_size + kr[i] < pc.n_slots))) ? 1 : 0;         \
-        }                                                                                   \
-        UNROLL for (int i = 0; i < NCH; ++i) {                                          \
-            const int c = lane + SG * i;                                                    \
-            const int key = min(c / CPK, TK - 1);                                           \
-            int page = 0, row = 0, ok = 0;                                                  \
-            UNROLL for (int j = 0; j < NSK; ++j) {                                      \
-                const int sp_ = subgroupShuffle(kp[j], uint(key % SG));                     \
-                const int sr_ = subgroupShuffle(kr[j], uint(key % SG));                     \
-                const int so_ = subgroupShuffle(kk[j], uint(key % SG));                     \
-                if (key / SG == j) { page = sp_; row = sr_; ok = so_; }                     \
-            }                                                                               \
-            if (c >= TK * CPK) ok = 0;                                                      \
-            const uint64_t part = uint64_t(c % CPK) * 16u;                                  \
-            const int64_t ko = ok != 0 ? int64_t(page) * pc.k_ps + int64_t(row) * pc.k_rs + int64_t(g) * pc.k_hs : 0; \
-            const int64_t vo = ok != 0 ? int64_t(page) * pc.v_ps + int64_t(row) * pc.v_rs + int64_t(g) * pc.v_hs : 0; \
-            const uvec4 xk = QA_KEEP(16) ? load16(pc.k + uint64_t(ko) * ES + (ok != 0 ? part : 0u)) : uvec4(uint(ko) ^ part); \
-            const uvec4 xv = QA_KEEP(16) ? load16(pc.v + uint64_t(vo) * ES + (ok != 0 ? part : 0u)) : uvec4(uint(vo) + part); \
-            rk[i] = ok != 0 ? xk : uvec4(0);                                                \
-            rv[i] = ok != 0 ? xv : uvec4(0);                                                \
-        }                                                                                   \
-        UNROLL for (int i = 0; i < NSK; ++i) {                                          \
-            const int ok = kk[i];                                                           \
-            rpos[i] = ok != 0 ? (t0) + lane + SG * i : -1;                                  \
+        uint kro[NSK], vro[NSK]; /* a key's K and V row offsets (elements), ~0u: no key */  \
+        UNROLL for (int i = 0; i < NSK; ++i) {                                              \
+            const int kp = npage[i], kr = nrow[i];                                          \
+            const bool listed = nok[i] != 0;                                                \
+            const bool page_ok = kp >= 0;                                                   \
+            const bool slot_ok = int64_t(kp) * pc.page_size + kr < pc.n_slots;              \
+            const bool kk = QA_KEEP(32) ? (listed && page_ok && slot_ok) : listed;         \
+            kro[i] = kk ? uint(kp) * k_ps + uint(kr) * uint(pc.k_rs) : ~0u;                 \
+            vro[i] = kk ? uint(kp) * v_ps + uint(kr) * uint(pc.v_rs) : ~0u;                 \
+            rsok[i] = kk;                                                                   \
+            rpos[i] = kk ? int(uint(t0) + uint(lane + SG * i)) : -1;                        \
             rks[i] = 0.0;                                                                   \
             rvs[i] = 0.0;                                                                   \
             if (HAS_SCALES) {                                                               \
-                const int64_t so = ok != 0 ? int64_t(kp[i]) * pc.ks_ps + int64_t(kr[i]) * pc.ks_rs + int64_t(g) * pc.ks_hs : 0; \
-                const int64_t vo = ok != 0 ? int64_t(kp[i]) * pc.vs_ps + int64_t(kr[i]) * pc.vs_rs + int64_t(g) * pc.vs_hs : 0; \
-                const float xs = qa_ld_f32(pc.ks, so), ys = qa_ld_f32(pc.vs, vo);           \
-                rks[i] = ok != 0 ? KF * xs : 0.0;                                           \
-                rvs[i] = ok != 0 ? ys : 0.0;                                                \
-            } else {                                                                        \
-                rks[i] = ok != 0 ? KF : 0.0;                                                \
-                rvs[i] = ok != 0 ? 1.0 : 0.0;                                               \
+                const uint so = kk ? uint(kp) * ks_ps + uint(kr) * uint(pc.ks_rs) : 0u;     \
+                const uint vo = kk ? uint(kp) * vs_ps + uint(kr) * uint(pc.vs_rs) : 0u;     \
+                rks[i] = RoF32(ksbase + uint64_t(so) * 4u).v[0];                           \
+                rvs[i] = RoF32(vsbase + uint64_t(vo) * 4u).v[0];                           \
             }                                                                               \
+        }                                                                                   \
+        UNROLL for (int i = 0; i < NCH; ++i) {                                              \
+            const int c = lane + SG * i;                                                    \
+            const int key = min(c / CPK, TK - 1);                                           \
+            uint ko = ~0u, vo = ~0u;                                                        \
+            UNROLL for (int j = 0; j < NSK; ++j) {                                          \
+                const uint a_ = subgroupShuffle(kro[j], uint(key % SG));                    \
+                const uint b_ = subgroupShuffle(vro[j], uint(key % SG));                    \
+                if (key / SG == j) { ko = a_; vo = b_; }                                    \
+            }                                                                               \
+            const bool ok = c < TK * CPK && ko != ~0u;                                      \
+            const uint part = uint(c % CPK) * 16u;                                          \
+            const uint kbo = ok ? ko * uint(ES) + part : 0u;                                \
+            const uint vbo = ok ? vo * uint(ES) + part : 0u;                                \
+            rk[i] = QA_KEEP(16) ? load16(kbase + uint64_t(kbo)) : uvec4(kbo);               \
+            rv[i] = QA_KEEP(16) ? load16(vbase + uint64_t(vbo)) : uvec4(vbo);               \
+            rok[i] = ok;                                                                    \
         }                                                                                   \
     }
 
@@ -396,24 +440,27 @@ void main() {
         LOAD_TILE(kb);
         KEYS_OF(kb + TK);
     }
-    for (int t0 = kb; t0 < ke; t0 += TK) {
-        // 1. stage the loaded tile
+    // Unsigned: t0 + 2 TK may pass INT32_MAX.
+    for (uint t0 = uint(kb); t0 < uint(ke); t0 += uint(TK)) {
+        // 1. stage the loaded tile (the first read of its registers)
         UNROLL for (int i = 0; i < NCH; ++i) {
             const int c = lane + SG * i;
+            const uvec4 mk = uvec4(rok[i] ? ~0u : 0u);
+            const uvec4 wk = rk[i] & mk, wv = rv[i] & mk;
             if (!QA_KEEP(1)) {
                 // The loaded words must still be consumed (or the loads go).
-                qa_sink ^= rk[i].x ^ rk[i].y ^ rk[i].z ^ rk[i].w ^ rv[i].x ^ rv[i].y ^ rv[i].z ^ rv[i].w;
+                qa_sink ^= wk.x ^ wk.y ^ wk.z ^ wk.w ^ wv.x ^ wv.y ^ wv.z ^ wv.w;
             } else if (c < TK * CPK) {
                 const int key = c / CPK, part = c % CPK;
                 uvec4 lo, hi;
-                decode16(rk[i], lo, hi);
+                decode16(wk, lo, hi);
 #if defined(KV_BF16)
                 skt[key * LD4 + part] = lo;
 #else
                 skt[key * LD4 + 2 * part] = lo;
                 skt[key * LD4 + 2 * part + 1] = hi;
 #endif
-                decode16(rv[i], lo, hi);
+                decode16(wv, lo, hi);
 #if defined(KV_BF16)
                 svt[key * LD4 + part] = lo;
 #else
@@ -425,19 +472,18 @@ void main() {
         UNROLL for (int i = 0; i < NSK; ++i) {
             const int key = lane + SG * i;
             if (key < TK) {
-                sks[key] = rks[i];
-                svs[key] = rvs[i];
+                sks[key] = rsok[i] ? (HAS_SCALES ? KF * rks[i] : KF) : 0.0;
+                svs[key] = rsok[i] ? (HAS_SCALES ? rvs[i] : 1.0) : 0.0;
                 spos[key] = rpos[i];
             }
         }
         sync_shared();
         // Next tile's data and the page ids of the one after, in flight
         // while this one is computed.
-        if (t0 + TK < ke) {
-            LOAD_TILE(t0 + TK);
-            KEYS_OF(t0 + 2 * TK);
+        if (t0 + uint(TK) < uint(ke)) {
+            LOAD_TILE(t0 + uint(TK));
+            KEYS_OF(t0 + uint(2 * TK));
         }
-
         // 2. S^T = K Q^T
 #if MATRIX
         UNROLL for (int kt = 0; kt < KT && QA_KEEP(2); ++kt) {
@@ -468,42 +514,65 @@ void main() {
 #endif
         sync_shared();
 
-        // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i.
-        // Unrolled and branch-free up to the stores: the row loop indexes
-        // the per-row arrays (a loop the driver does not unroll puts them
-        // in local memory), and the reductions must run in converged
-        // control flow (NVIDIA turns a shuffle under a divergent branch into
-        // a call to a slow path). Padding rows compute on -inf and store
-        // nothing.
+        // 3. online softmax; lane: keys kq + C*j, rows lane/C + RG*i for
+        // the RPR row groups that hold a real row. Unrolled and branch-free
+        // up to the stores: the row loop indexes the per-row arrays (a loop
+        // the driver does not unroll puts them in local memory), and the
+        // reductions must run in converged control flow (NVIDIA turns a
+        // shuffle under a divergent branch into a call to a slow path).
+        // Every row's reads come before any row's stores (a store to ss may
+        // alias the next row's read as far as the compiler knows, which
+        // serialised the rows' latency chains in the SASS), the per-key
+        // values are read once for all rows, the soft cap is one uniform
+        // branch and the rows' shuffle reductions are interleaved. Padding
+        // rows compute on -inf and store nothing.
         if (QA_KEEP(4)) {
             const int kq = lane % C;
-            [[unroll]] for (int i = 0; i < RPL; ++i) {
+            int kpos[KPL];
+            float kscale[KPL], vscale[KPL];
+            [[unroll]] for (int j = 0; j < KPL; ++j) {
+                const int key = kq + C * j;
+                kpos[j] = spos[key];
+                kscale[j] = sks[key];
+                vscale[j] = svs[key];
+            }
+            float s[RPR * KPL], tmax[RPR];
+            [[unroll]] for (int i = 0; i < RPR; ++i) {
+                const int nn = min(lane / C + RG * i, NR - 1);
+                [[unroll]] for (int j = 0; j < KPL; ++j)
+                    s[i * KPL + j] = ss[(kq + C * j) * NR + nn] * qf_r[i] * kscale[j];
+            }
+            if (pc.softcap > 0.0) {
+                [[unroll]] for (int e = 0; e < RPR * KPL; ++e) s[e] = pc.softcap * qa_tanh(s[e] / pc.softcap);
+            }
+            [[unroll]] for (int i = 0; i < RPR; ++i) {
+                const bool real = lane / C + RG * i < ROWS;
+                tmax[i] = QA_NEG_INF;
+                [[unroll]] for (int j = 0; j < KPL; ++j) {
+                    const int p = kpos[j];
+                    const bool vis = real && p >= 0 && p >= lo_r[i] && p <= hi_r[i];
+                    const float x = vis ? s[i * KPL + j] * float(QA_LOG2E) : QA_NEG_INF;
+                    s[i * KPL + j] = x;
+                    tmax[i] = max(tmax[i], x);
+                }
+            }
+            [[unroll]] for (int o = 1; o < C; o <<= 1) {
+                [[unroll]] for (int i = 0; i < RPR; ++i) tmax[i] = max(tmax[i], subgroupShuffleXor(tmax[i], uint(o)));
+            }
+            [[unroll]] for (int i = 0; i < RPR; ++i) {
                 const int n = lane / C + RG * i;
                 const bool real = n < ROWS;
-                const int nn = min(n, NR - 1);
-                float s[KPL];
-                float tmax = QA_NEG_INF;
-                [[unroll]] for (int j = 0; j < KPL; ++j) {
-                    const int key = kq + C * j;
-                    const int p = spos[key];
-                    const bool vis = real && p >= 0 && p >= lo_r[i] && p <= hi_r[i];
-                    float x = ss[key * NR + nn] * qf_r[i] * sks[key];
-                    if (pc.softcap > 0.0) x = pc.softcap * qa_tanh(x / pc.softcap);
-                    x = vis ? x * float(QA_LOG2E) : QA_NEG_INF;
-                    s[j] = x;
-                    tmax = max(tmax, x);
-                }
-                tmax = shfl_max(tmax);
-                const float mn = max(m[i], tmax);
+                const float mn = max(m[i], tmax[i]);
                 const float alpha = mn == QA_NEG_INF ? 1.0 : exp2(m[i] - mn);
                 m[i] = mn;
                 float ps = 0.0;
                 [[unroll]] for (int j = 0; j < KPL; ++j) {
                     const int key = kq + C * j;
-                    const float p = s[j] == QA_NEG_INF ? 0.0 : exp2(s[j] - mn);
+                    const float x = s[i * KPL + j];
+                    const float p = x == QA_NEG_INF ? 0.0 : exp2(x - mn);
                     ps += p;
                     if (real) {
-                        sp[n * LDP + key] = float16_t(p * svs[key]);
+                        sp[n * LDP + key] = float16_t(p * vscale[j]);
                         ss[key * NR + n] = alpha;
                     }
                 }
@@ -511,7 +580,6 @@ void main() {
             }
         }
         sync_shared();
-
         // 4. O^T = O^T * alpha + V^T P^T
 #if MATRIX
         if (QA_KEEP(8)) {
