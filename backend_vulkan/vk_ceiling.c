@@ -19,6 +19,15 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* One launch of the ceiling kernel, its device time in *ms. */
+static qattn_status launch(qattn_vk *vk, VkPipeline pipe, const ceiling_push *p, uint32_t groups, double *ms) {
+    qattn_status s = qattn_vk_begin(vk);
+    if (s != QATTN_OK) return s;
+    qattn_vk_dispatch(vk, pipe, p, sizeof *p, groups, 1, 1);
+    if ((s = qattn_vk_submit(vk, "mqa ceiling")) != QATTN_OK) return s;
+    return qattn_vk_last_op_time_ms(vk, ms);
+}
+
 qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, double *tflops) {
     qattn_vk *vk = (qattn_vk *)be;
     *tflops = 0.0;
@@ -52,27 +61,16 @@ qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, d
      * 120 instead of 641 TFLOP/s), then take the median of five. */
     double warm = 0.0;
     for (int grow = 0; grow < 16; ++grow) {
-        if ((s = qattn_vk_begin(vk)) != QATTN_OK) break;
-        qattn_vk_dispatch(vk, pipe, &p, sizeof p, groups, 1, 1);
-        if ((s = qattn_vk_submit(vk, "mqa ceiling")) != QATTN_OK) break;
-        if ((s = qattn_vk_last_op_time_ms(vk, &ms)) != QATTN_OK) break;
+        if ((s = launch(vk, pipe, &p, groups, &ms)) != QATTN_OK) break;
         warm += ms;
         if (ms >= 2.0 || p.iters >= (1 << 20)) break;
         p.iters *= ms > 0.1 ? 2 : 8;
     }
     for (int w = 0; s == QATTN_OK && warm < 500.0 && w < 4096; ++w) {
-        if ((s = qattn_vk_begin(vk)) != QATTN_OK) break;
-        qattn_vk_dispatch(vk, pipe, &p, sizeof p, groups, 1, 1);
-        if ((s = qattn_vk_submit(vk, "mqa ceiling")) != QATTN_OK) break;
-        if ((s = qattn_vk_last_op_time_ms(vk, &ms)) != QATTN_OK) break;
+        s = launch(vk, pipe, &p, groups, &ms);
         warm += ms > 0.0 ? ms : 0.1;
     }
-    for (int r = 0; s == QATTN_OK && r < 5; ++r) {
-        if ((s = qattn_vk_begin(vk)) != QATTN_OK) break;
-        qattn_vk_dispatch(vk, pipe, &p, sizeof p, groups, 1, 1);
-        if ((s = qattn_vk_submit(vk, "mqa ceiling")) != QATTN_OK) break;
-        s = qattn_vk_last_op_time_ms(vk, &runs[r]);
-    }
+    for (int r = 0; s == QATTN_OK && r < 5; ++r) s = launch(vk, pipe, &p, groups, &runs[r]);
     qattn_vk_buffer_free(vk, h);
     if (s != QATTN_OK) return s;
     qsort(runs, 5, sizeof runs[0], cmp_double);

@@ -194,7 +194,7 @@ def main():
             met = "-" if bar is None else ("yes" if r["verified"] and tf >= bar else "no")
             print(f"| {r['preset']} | {r['variant']} | {r['splits']} | {r['median_us']:.1f} "
                   f"({r['min_us']:.1f}-{r['max_us']:.1f}) | {tf:.1f} | "
-                  f"{fmt(100 * tf / ceil if ceil else 0, '{:.0f}%')} ({ceil:.0f}) | "
+                  f"{f'{100 * tf / ceil:.0f}% ({ceil:.0f})' if ceil else '-'} | "
                   f"{fmt(100 * tf / mm if mm else 0, '{:.0f}%')} | "
                   f"{tt} | {sp} | {'>= %d TFLOP/s' % bar if bar else '-'} | {met} | "
                   f"{'matched' if r['verified'] else 'MISMATCH'} |")
