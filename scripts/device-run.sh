@@ -103,6 +103,14 @@ wait_steps
 report parity_vk parity_vk_simt parity_vk_mqa_long parity_vk_mqa_coopmat parity_vk_mqa_mt1 parity_vk_mqa_mt2 \
   parity_mqaold parity_mqaold_mt1 parity_mqaold_mt2 plan_decode plan_mqa_logits parity_hip parity_hip_simt hip_twin_plans \
   hip_graph vk_embed
+# Each issue's own checks: scripts/device-steps/*.sh, sourced in name order
+# (each may call step, wait_steps and report, and sets failed on failure).
+for f in scripts/device-steps/*.sh; do
+  [ -f "$f" ] || continue
+  # shellcheck disable=SC1090
+  . "$f"
+done
+wait_steps
 # The torch baseline first, so qattn-bench can print each preset's share of
 # the copy rate of this same run next to its share of the read bandwidth it
 # measures itself.
