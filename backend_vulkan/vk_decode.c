@@ -57,12 +57,13 @@ int qattn_vk_decode_launch_of(const qattn_decode_plan *p, qattn_vk_decode_launch
     const uint32_t spec[] = {(uint32_t)p->workgroup_size, (uint32_t)p->head_dim, (uint32_t)p->rows,
                              (uint32_t)p->q_heads_per_workgroup, (uint32_t)p->row_slots,
                              (uint32_t)p->subgroup_size, (uint32_t)p->load_bytes,
-                             (uint32_t)p->keys_per_tile};
+                             (uint32_t)p->keys_per_tile, (uint32_t)p->page_tiled};
     memcpy(out->spec, spec, sizeof spec);
     out->n_spec = sizeof spec / sizeof spec[0];
     memcpy(out->grid, p->grid, sizeof out->grid);
     out->subgroup_size = (uint32_t)p->subgroup_size;
-    out->merge_spec = (uint32_t)p->merge_workgroup_size;
+    out->merge_spec[0] = (uint32_t)p->merge_workgroup_size;
+    out->merge_spec[1] = (uint32_t)p->merge_dims;
     memcpy(out->merge_grid, p->merge_grid, sizeof out->merge_grid);
     return 1;
 }
@@ -203,7 +204,7 @@ qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qatt
     const uint32_t pin = vk->caps.subgroup_size_min == vk->caps.subgroup_size_max ? 0u : l.subgroup_size;
     qattn_status s = qattn_vk_pipeline(vk, l.shader, l.spec, l.n_spec, sizeof p, pin, &s1);
     if (s != QATTN_OK) return s;
-    if ((s = qattn_vk_pipeline(vk, "decode_merge", &l.merge_spec, 1, sizeof m, 0, &mg)) != QATTN_OK) return s;
+    if ((s = qattn_vk_pipeline(vk, "decode_merge", l.merge_spec, 2, sizeof m, 0, &mg)) != QATTN_OK) return s;
     if ((s = qattn_vk_begin(vk)) != QATTN_OK) return s;
     qattn_vk_dispatch(vk, s1, &p, sizeof p, l.grid[0], l.grid[1], l.grid[2]);
     qattn_vk_barrier(vk);

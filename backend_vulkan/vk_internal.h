@@ -279,11 +279,11 @@ int qattn_vk_decode_supports(qattn_vk *vk, const qattn_decode_plan *plan);
  * the plan. Returns 0 (with why) for a plan no tiled shader runs. */
 typedef struct qattn_vk_decode_launch {
     char shader[48];
-    uint32_t spec[8];
+    uint32_t spec[9];
     uint32_t n_spec;
     uint32_t grid[3];
     uint32_t subgroup_size;
-    uint32_t merge_spec;          /* merge workgroup size */
+    uint32_t merge_spec[2];       /* merge workgroup size, dims per workgroup */
     uint32_t merge_grid[3];
 } qattn_vk_decode_launch;
 int qattn_vk_decode_launch_of(const qattn_decode_plan *p, qattn_vk_decode_launch *out, char *why,

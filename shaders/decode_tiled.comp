@@ -33,11 +33,14 @@
 // product does not care) and the merge swaps the output dims back.
 //
 // Defines: KV_BF16 | KV_FP8FN | KV_FP8FNUZ | KV_I8; MATRIX (0/1).
-// QA_ABLATE (measurement builds only, default 0: the product): a mask of
-// stages left out so that timing the difference places time inside the
-// kernel (docs/perf_decode_notes.md); such a build computes wrong results.
-// 1 staging to shared, 2 S = K Q^T, 4 softmax, 8 O += V^T P^T, 16 the
-// K/V loads, 32 the index bounds, 64 the barriers.
+//
+// Two ways of finding a tile's rows (spec constant PAGED, the plan's
+// page_tiled): where page_size is a multiple of TK and tiles start at
+// multiples of TK, a tile is TK consecutive rows of one page, so it needs one
+// page id (the same for every lane), one 64-bit base per tensor and per lane
+// a fixed offset; otherwise (pages of fewer rows, e.g. 1) every key has its
+// own page id and row, and the lane that holds it shuffles its row offset to
+// the lanes loading its chunks.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -47,10 +50,6 @@
 #endif
 #include "common.glsl"
 #include "common_tiled.glsl"
-#ifndef QA_ABLATE
-#define QA_ABLATE 0
-#endif
-#define QA_KEEP(bit) ((QA_ABLATE & (bit)) == 0)
 
 // The matrix variant's loops over fragments must unroll (cooperative-matrix
 // arrays are indexed by them); the vector variant leaves its loops over
@@ -72,6 +71,7 @@ layout(constant_id = 4) const int NR = 8;   // matrix N: row slots (>= QH * R)
 layout(constant_id = 5) const int SG = 32;  // lanes (= workgroup size = subgroup size)
 layout(constant_id = 6) const int VEC = 16; // bytes per load: what every K/V row start allows
 layout(constant_id = 7) const int TK = 16;  // keys per tile: a multiple of 16
+layout(constant_id = 8) const int PAGED = 0; // 1: every tile lies in one page (page_size % TK == 0)
 
 const int ROWS = QH * R;
 const int KT = TK / 16;            // 16-key fragments per tile
@@ -180,8 +180,7 @@ vec2 unpack2(uint w) {
 // (GLSL's subgroupBarrier() would also order buffer memory, which the next
 // tile's loads in flight across it do not need).
 void sync_shared() {
-    if (QA_KEEP(64))
-        controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
+    controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
                        gl_SemanticsAcquireRelease);
 }
 
@@ -338,40 +337,111 @@ void main() {
     // computed. Nothing reads a loaded register before the next iteration's
     // staging: the masks that zero the words of keys that do not exist are
     // applied there, not where the loads are issued (a select right behind a
-    // load makes the subgroup wait for the memory at once, which the H200's
-    // SASS showed). Every address is formed from bounded indices (a clamp,
-    // not a branch), so loads issue back to back.
+    // load makes the subgroup wait for the memory at once). Every address is
+    // formed from bounded indices (a clamp or select, not a branch), so loads
+    // issue back to back; a key that does not exist loads its head's first
+    // row (inside the cache, which holds a slot whenever a tile runs).
     //
-    // Offsets are unsigned 32-bit. A slot inside the cache lies fewer than
-    // 2^31 elements from its tensor's element 0 (the core bounds every
-    // tensor's span to int32), so products and sums of the views' strides
-    // taken modulo 2^32 are its exact offset, even where a rank-3 view's page
-    // stride does not fit 32 bits (core/include/qattn/backend.h,
-    // qattn_cache_view32). The head's part of the offset is a per-workgroup
-    // base; each key's row offset is formed once, by the lane that holds
-    // its page id, and shuffled to the lanes loading its chunks.
+    // Addresses: a page's base is formed in 64 bits (page id times page
+    // stride) once per tile; offsets inside a page (row and head strides,
+    // the chunk's bytes) in 32 bits, which the core guarantees
+    // (qattn_cache_view: a page's span fits int32).
     const uint64_t kbase = pc.k + uint64_t(uint(g) * uint(pc.k_hs)) * uint(ES);
     const uint64_t vbase = pc.v + uint64_t(uint(g) * uint(pc.v_hs)) * uint(ES);
     const uint64_t ksbase = pc.ks + uint64_t(uint(g) * uint(pc.ks_hs)) * 4u;
     const uint64_t vsbase = pc.vs + uint64_t(uint(g) * uint(pc.vs_hs)) * 4u;
-    const uint k_ps = uint(pc.k_ps), v_ps = uint(pc.v_ps), ks_ps = uint(pc.ks_ps), vs_ps = uint(pc.vs_ps);
     const uint psz = uint(pc.page_size);
-    // A key's page entry and row advance by TK per tile: no division in the
-    // loop. Entries are clamped to the request's last one (a key past ke
-    // only needs an address that is inside kv_indices).
-    const uint step_e = uint(TK) / psz, step_r = uint(TK) % psz;
-    const uint last_e = ip1 > ip0 ? uint(ip1) - uint(ip0) - 1u : 0u;
-    uint ce[NSK], cr[NSK];                // entry (from ip0) and row of key lane + SG*i of the next tile KEYS_OF describes
-    int npage[NSK], nrow[NSK], nok[NSK];  // what it described
     uvec4 rk[NCH], rv[NCH];               // loaded words, raw
     bool rok[NCH];                        // whether a chunk's key exists (its words are zeroed at staging otherwise)
     float rks[NSK], rvs[NSK];             // loaded scales, raw
     bool rsok[NSK];
-    int rpos[NSK];
-    UNROLL for (int i = 0; i < NSK; ++i) {
-        const uint p = uint(max(kb, 0)) + uint(lane + SG * i);
-        ce[i] = p / psz;
-        cr[i] = p - ce[i] * psz;
+    int rpos[NSK];                        // PAGED == 0: a key's position, -1: does not exist
+
+    // PAGED: the tile at t0 (a multiple of TK) is rows row0 .. row0 + TK - 1
+    // of page kv_indices[ip0 + t0 / P]. Its keys in [klo, khi) exist: at or
+    // after kb, before ke, in a page id >= 0, in a slot < n_slots.
+    // A lane's chunk i is c = lane + SG * i: key c / CPK, bytes (c % CPK) * 16
+    // of its row; where a subgroup covers whole rows (AFFINE), that is key
+    // lane / CPK + CK * i, so the offsets are a per-lane base plus i steps.
+    const bool AFFINE = SG % CPK == 0;
+    const int CK = max(SG / CPK, 1);      // keys one chunk index covers (AFFINE)
+    const uint k_loff = uint(lane / CPK) * uint(pc.k_rs) * uint(ES) + uint(lane % CPK) * 16u;
+    const uint v_loff = uint(lane / CPK) * uint(pc.v_rs) * uint(ES) + uint(lane % CPK) * 16u;
+    const uint k_step = uint(CK) * uint(pc.k_rs) * uint(ES), v_step = uint(CK) * uint(pc.v_rs) * uint(ES);
+    const int ta = kb - kb % TK;          // first tile (kb >= 0)
+    uint pe = 0u, prow = 0u;              // page entry (from ip0) and row of the next tile whose page id PAGE_OF reads
+    int npage = -1;                       // its page id
+    int cpage = -1, crow = 0, ct0 = 0;    // the tile being loaded: page, row, first position
+    int klo = 0, khi = 0, nklo = 0, nkhi = 0; // keys that exist: of the tile computed now, of the one loaded
+    if (PAGED != 0) {
+        pe = uint(ta) / psz;
+        prow = uint(ta) - pe * psz;
+    }
+    // PAGED: the page id of the next tile (entry clamped into the request's
+    // and the table's entries; a key past them does not exist anyway).
+    #define PAGE_OF()                                                                       \
+    {                                                                                       \
+        const int ent = clamp(ip0 + int(pe), max(ip0, 0), max(ip1 - 1, 0));                \
+        npage = RoI32(pc.indices + uint64_t(uint(ent) * uint(pc.indices_s)) * 4u).v[0];      \
+        crow = int(prow);                                                                   \
+        prow += uint(TK);                                                                   \
+        if (prow >= psz) { prow = 0u; pe += 1u; }                                           \
+    }
+    // PAGED: issues the data and scale loads of the tile at t0 whose page
+    // id PAGE_OF read.
+    #define LOAD_PAGE_TILE(t0)                                                              \
+    {                                                                                       \
+        cpage = npage;                                                                      \
+        const int64_t sl0 = int64_t(cpage) * int64_t(pc.page_size) + int64_t(crow);         \
+        const int rows_ok = cpage < 0 ? 0 : int(clamp(pc.n_slots - sl0, int64_t(0), int64_t(TK))); \
+        nklo = max(kb - int(t0), 0);                                                        \
+        nkhi = min(min(ke - int(t0), TK), rows_ok);                                         \
+        const bool full = nklo == 0 && nkhi == TK;                                          \
+        const uint64_t pg = uint64_t(max(cpage, 0));                                       \
+        const uint64_t kt = (pg * uint64_t(pc.k_ps) + uint64_t(uint(crow) * uint(pc.k_rs))) * uint(ES); \
+        const uint64_t vt = (pg * uint64_t(pc.v_ps) + uint64_t(uint(crow) * uint(pc.v_rs))) * uint(ES); \
+        UNROLL for (int i = 0; i < NCH; ++i) {                                              \
+            const int c = lane + SG * i;                                                    \
+            const int key = c / CPK;                                                        \
+            const bool ok = c < TK * CPK && (full || (key >= nklo && key < nkhi));          \
+            const uint ko = AFFINE ? k_loff + uint(i) * k_step                              \
+                                   : uint(key) * uint(pc.k_rs) * uint(ES) + uint(c % CPK) * 16u; \
+            const uint vo = AFFINE ? v_loff + uint(i) * v_step                              \
+                                   : uint(key) * uint(pc.v_rs) * uint(ES) + uint(c % CPK) * 16u; \
+            rk[i] = load16(kbase + (ok ? kt + uint64_t(ko) : 0ul));                        \
+            rv[i] = load16(vbase + (ok ? vt + uint64_t(vo) : 0ul));                        \
+            rok[i] = ok;                                                                    \
+        }                                                                                   \
+        UNROLL for (int i = 0; i < NSK; ++i) {                                              \
+            const int key = lane + SG * i;                                                  \
+            const bool ok = key >= nklo && key < nkhi;                                      \
+            rsok[i] = ok;                                                                   \
+            rks[i] = 0.0;                                                                   \
+            rvs[i] = 0.0;                                                                   \
+            if (HAS_SCALES) {                                                               \
+                const uint r_ = uint(crow + min(key, TK - 1));                              \
+                const uint64_t so = ok ? pg * uint64_t(pc.ks_ps) + uint64_t(r_ * uint(pc.ks_rs)) : 0ul; \
+                const uint64_t vo = ok ? pg * uint64_t(pc.vs_ps) + uint64_t(r_ * uint(pc.vs_rs)) : 0ul; \
+                rks[i] = RoF32(ksbase + so * 4ul).v[0];                                     \
+                rvs[i] = RoF32(vsbase + vo * 4ul).v[0];                                     \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+    // PAGED == 0: a key's page entry and row advance by TK per tile (no
+    // division in the loop). Entries are clamped to the request's last one
+    // (a key past ke only needs an address that is inside kv_indices).
+    const uint k_ps = uint(pc.k_ps), v_ps = uint(pc.v_ps), ks_ps = uint(pc.ks_ps), vs_ps = uint(pc.vs_ps);
+    const uint step_e = uint(TK) / psz, step_r = uint(TK) % psz;
+    const uint last_e = ip1 > ip0 ? uint(ip1) - uint(ip0) - 1u : 0u;
+    uint ce[NSK], cr[NSK];                // entry (from ip0) and row of key lane + SG*i of the next tile KEYS_OF describes
+    int kpg[NSK], nrow[NSK], nok[NSK];    // what it described
+    if (PAGED == 0) {
+        UNROLL for (int i = 0; i < NSK; ++i) {
+            const uint p = uint(max(kb, 0)) + uint(lane + SG * i);
+            ce[i] = p / psz;
+            cr[i] = p - ce[i] * psz;
+        }
     }
     // Page id, row and existence of key lane + SG*i of the tile at t0 (the
     // tiles after the last one described, in order); then one tile on.
@@ -380,9 +450,9 @@ void main() {
         UNROLL for (int i = 0; i < NSK; ++i) {                                              \
             const int key = lane + SG * i;                                                  \
             const uint pos = uint(t0) + uint(key);                                          \
-            const int ent = ip0 + int(QA_KEEP(32) ? min(ce[i], last_e) : ce[i]);            \
-            const uint at = uint(QA_KEEP(32) ? max(ent, 0) : ent) * uint(pc.indices_s);     \
-            npage[i] = RoI32(pc.indices + uint64_t(at) * 4u).v[0];                         \
+            const int ent = ip0 + int(min(ce[i], last_e));                                  \
+            const uint at = uint(max(ent, 0)) * uint(pc.indices_s);                         \
+            kpg[i] = RoI32(pc.indices + uint64_t(at) * 4u).v[0];                            \
             nrow[i] = int(cr[i]);                                                           \
             nok[i] = (key < TK && pos < uint(ke) && ent >= 0) ? 1 : 0;                      \
             const uint r2 = cr[i] + step_r;                                                 \
@@ -393,15 +463,15 @@ void main() {
     }
     // Issues the data and scale loads of the tile at t0 whose keys KEYS_OF
     // described.
-    #define LOAD_TILE(t0)                                                                   \
+    #define LOAD_KEY_TILE(t0)                                                               \
     {                                                                                       \
         uint kro[NSK], vro[NSK]; /* a key's K and V row offsets (elements), ~0u: no key */  \
         UNROLL for (int i = 0; i < NSK; ++i) {                                              \
-            const int kp = npage[i], kr = nrow[i];                                          \
+            const int kp = kpg[i], kr = nrow[i];                                            \
             const bool listed = nok[i] != 0;                                                \
             const bool page_ok = kp >= 0;                                                   \
             const bool slot_ok = int64_t(kp) * pc.page_size + kr < pc.n_slots;              \
-            const bool kk = QA_KEEP(32) ? (listed && page_ok && slot_ok) : listed;         \
+            const bool kk = listed && page_ok && slot_ok;                                   \
             kro[i] = kk ? uint(kp) * k_ps + uint(kr) * uint(pc.k_rs) : ~0u;                 \
             vro[i] = kk ? uint(kp) * v_ps + uint(kr) * uint(pc.v_rs) : ~0u;                 \
             rsok[i] = kk;                                                                   \
@@ -428,29 +498,34 @@ void main() {
             const uint part = uint(c % CPK) * 16u;                                          \
             const uint kbo = ok ? ko * uint(ES) + part : 0u;                                \
             const uint vbo = ok ? vo * uint(ES) + part : 0u;                                \
-            rk[i] = QA_KEEP(16) ? load16(kbase + uint64_t(kbo)) : uvec4(kbo);               \
-            rv[i] = QA_KEEP(16) ? load16(vbase + uint64_t(vbo)) : uvec4(vbo);               \
+            rk[i] = load16(kbase + uint64_t(kbo));                                          \
+            rv[i] = load16(vbase + uint64_t(vbo));                                          \
             rok[i] = ok;                                                                    \
         }                                                                                   \
     }
 
-    uint qa_sink = 0u;
+    const int t_first = PAGED != 0 ? ta : kb;
     if (kb < ke) {
-        KEYS_OF(kb);
-        LOAD_TILE(kb);
-        KEYS_OF(kb + TK);
+        if (PAGED != 0) {
+            PAGE_OF();
+            LOAD_PAGE_TILE(t_first);
+            PAGE_OF();
+        } else {
+            KEYS_OF(kb);
+            LOAD_KEY_TILE(kb);
+            KEYS_OF(kb + TK);
+        }
     }
     // Unsigned: t0 + 2 TK may pass INT32_MAX.
-    for (uint t0 = uint(kb); t0 < uint(ke); t0 += uint(TK)) {
+    for (uint t0 = uint(t_first); t0 < uint(ke); t0 += uint(TK)) {
+        klo = nklo;
+        khi = nkhi;
         // 1. stage the loaded tile (the first read of its registers)
         UNROLL for (int i = 0; i < NCH; ++i) {
             const int c = lane + SG * i;
             const uvec4 mk = uvec4(rok[i] ? ~0u : 0u);
             const uvec4 wk = rk[i] & mk, wv = rv[i] & mk;
-            if (!QA_KEEP(1)) {
-                // The loaded words must still be consumed (or the loads go).
-                qa_sink ^= wk.x ^ wk.y ^ wk.z ^ wk.w ^ wv.x ^ wv.y ^ wv.z ^ wv.w;
-            } else if (c < TK * CPK) {
+            if (c < TK * CPK) {
                 const int key = c / CPK, part = c % CPK;
                 uvec4 lo, hi;
                 decode16(wk, lo, hi);
@@ -474,19 +549,24 @@ void main() {
             if (key < TK) {
                 sks[key] = rsok[i] ? (HAS_SCALES ? KF * rks[i] : KF) : 0.0;
                 svs[key] = rsok[i] ? (HAS_SCALES ? rvs[i] : 1.0) : 0.0;
-                spos[key] = rpos[i];
+                if (PAGED == 0) spos[key] = rpos[i];
             }
         }
         sync_shared();
         // Next tile's data and the page ids of the one after, in flight
         // while this one is computed.
         if (t0 + uint(TK) < uint(ke)) {
-            LOAD_TILE(t0 + uint(TK));
-            KEYS_OF(t0 + uint(2 * TK));
+            if (PAGED != 0) {
+                LOAD_PAGE_TILE(t0 + uint(TK));
+                PAGE_OF();
+            } else {
+                LOAD_KEY_TILE(t0 + uint(TK));
+                KEYS_OF(t0 + uint(2 * TK));
+            }
         }
         // 2. S^T = K Q^T
 #if MATRIX
-        UNROLL for (int kt = 0; kt < KT && QA_KEEP(2); ++kt) {
+        UNROLL for (int kt = 0; kt < KT; ++kt) {
             coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> sacc =
                 coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator>(0.0);
             UNROLL for (int j = 0; j < D / 16; ++j) {
@@ -497,7 +577,7 @@ void main() {
             coopMatStore(sacc, ss, kt * 16 * NR, NR, gl_CooperativeMatrixLayoutRowMajor);
         }
 #else
-        for (int e = lane; e < TK * NR && QA_KEEP(2); e += SG) {
+        for (int e = lane; e < TK * NR; e += SG) {
             const int key = e / NR, n = e % NR;
             float acc = 0.0;
             if (n < ROWS) {
@@ -526,13 +606,13 @@ void main() {
         // values are read once for all rows, the soft cap is one uniform
         // branch and the rows' shuffle reductions are interleaved. Padding
         // rows compute on -inf and store nothing.
-        if (QA_KEEP(4)) {
+        {
             const int kq = lane % C;
             int kpos[KPL];
             float kscale[KPL], vscale[KPL];
             [[unroll]] for (int j = 0; j < KPL; ++j) {
                 const int key = kq + C * j;
-                kpos[j] = spos[key];
+                kpos[j] = PAGED != 0 ? (key >= klo && key < khi ? int(t0) + key : -1) : spos[key];
                 kscale[j] = sks[key];
                 vscale[j] = svs[key];
             }
@@ -582,7 +662,7 @@ void main() {
         sync_shared();
         // 4. O^T = O^T * alpha + V^T P^T
 #if MATRIX
-        if (QA_KEEP(8)) {
+        {
             coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> am;
             coopMatLoad(am, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
             UNROLL for (int j = 0; j < D / 16; ++j) oacc[j] = oacc[j] * am;
@@ -597,7 +677,7 @@ void main() {
             }
         }
 #else
-        UNROLL for (int i = 0; i < OPL && QA_KEEP(8); ++i) {
+        UNROLL for (int i = 0; i < OPL; ++i) {
             const int e = lane + SG * i;
             if (e < OG) {
                 const int n = e / (D / 8), c = e % (D / 8);
@@ -637,7 +717,6 @@ void main() {
         }
     }
 #endif
-    if (!QA_KEEP(1) && qa_sink == 0x9E3779B9u) l[0] += 1.0;
     [[unroll]] for (int i = 0; i < RPL; ++i) {
         const int n = lane / C + RG * i;
         const float lt = shfl_add(l[i]);

@@ -254,7 +254,9 @@ static void check_plan(const qattn_device_caps *c, shape s, qattn_decode_variant
     EXPECT_EQ(p->grid[0], S);
     EXPECT_EQ(p->grid[1], (int64_t)s.Hkv * (G / qh));
     EXPECT_EQ(p->grid[2], s.B);
-    EXPECT_EQ(p->merge_grid[0], (int64_t)G * s.R);
+    EXPECT_EQ(p->merge_grid[0], (int64_t)G * s.R * (s.D / p->merge_dims));
+    EXPECT(p->merge_dims % 4 == 0 && s.D % p->merge_dims == 0);
+    EXPECT_EQ(p->page_tiled, 1); /* args_of: pages of 16 rows */
     EXPECT_EQ(p->merge_grid[1], s.Hkv);
     EXPECT_EQ(p->merge_grid[2], s.B);
     EXPECT(p->merge_workgroup_size >= 1 && p->merge_workgroup_size <= (int)c->max_workgroup_size);
@@ -824,6 +826,24 @@ static void test_rank4_page_size(void **state) {
     }
 }
 
+/* A tile is rows of one page exactly when the page holds whole tiles. */
+static void test_page_tiled(void **state) {
+    (void)state;
+    const qattn_device_caps h = caps_h200();
+    shape s = {3, 1, 16, 2, 128, 1000, QATTN_FP8_E4M3FN};
+    static const int sizes[] = {1, 2, 8, 15, 16, 24, 32, 48, 64, 256};
+    for (int i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); ++i) {
+        qattn_decode_plan p;
+        char err[256];
+        qattn_decode_args a = args_of(s);
+        a.page_size = sizes[i];
+        const qattn_status st = plan_of(&h, &a, QATTN_DECODE_AUTO, 0, &p, err);
+        if (st != QATTN_OK) print_error("page_size %d: %s\n", sizes[i], err);
+        EXPECT_EQ(st, QATTN_OK);
+        if (st == QATTN_OK) EXPECT_EQ(p.page_tiled, sizes[i] % 16 == 0);
+    }
+}
+
 static void test_limits(void **state) {
     (void)state;
     const qattn_device_caps h = caps_h200();
@@ -1040,7 +1060,7 @@ static void check_launch(const qattn_device_caps *c, shape s, qattn_decode_varia
     EXPECT(strcmp(l.shader, name) == 0);
     EXPECT(qattn_vk_has_shader(l.shader));
     /* spec constants by constant_id: local_size_x, D, R, QH, NR, SG */
-    EXPECT_EQ(l.n_spec, 8);
+    EXPECT_EQ(l.n_spec, 9);
     EXPECT_EQ(l.spec[0], p->workgroup_size);
     EXPECT_EQ(l.spec[1], p->head_dim);
     EXPECT_EQ(l.spec[2], p->rows);
@@ -1049,12 +1069,14 @@ static void check_launch(const qattn_device_caps *c, shape s, qattn_decode_varia
     EXPECT_EQ(l.spec[5], p->subgroup_size);
     EXPECT_EQ(l.spec[6], p->load_bytes);
     EXPECT_EQ(l.spec[7], p->keys_per_tile);
+    EXPECT_EQ(l.spec[8], p->page_tiled);
     EXPECT_EQ(l.subgroup_size, p->subgroup_size);
     for (int i = 0; i < 3; ++i) {
         EXPECT_EQ(l.grid[i], p->grid[i]);
         EXPECT_EQ(l.merge_grid[i], p->merge_grid[i]);
     }
-    EXPECT_EQ(l.merge_spec, p->merge_workgroup_size);
+    EXPECT_EQ(l.merge_spec[0], p->merge_workgroup_size);
+    EXPECT_EQ(l.merge_spec[1], p->merge_dims);
     ++g_launches;
 }
 
@@ -1101,6 +1123,7 @@ int main(void) {
         cmocka_unit_test(test_rank4_page_size),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_merge_grid_limit),
+        cmocka_unit_test(test_page_tiled),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_env_pin),

@@ -34,9 +34,10 @@
  *   LDS is dynamic: exactly plan.shared_bytes (QH_DEC_LDS_BYTES).
  *
  * qattn_decode_merge
- *   One workgroup of plan.merge_workgroup_size threads per output row
- *   (grid: G * R, kv heads, batch) combines the splits with the sink, writes
- *   o in bf16 (dims back in order) and the LSE.
+ *   One workgroup of plan.merge_workgroup_size threads per output row and
+ *   chunk of plan.merge_dims staged dims (grid: G * R * D / merge_dims, kv
+ *   heads, batch) combines the splits with the sink, writes its dims of o in
+ *   bf16 (dims back in order) and, the first chunk, the LSE.
  *
  * Indices read from memory are bounded before anything is addressed (spec 2,
  * as the reference's visible_slots): key p of request b exists only where
@@ -310,10 +311,15 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     constexpr bool PREF = NCH <= 4;
     constexpr int NB = PREF ? NCH : D * ES >= 512 ? 1 : 2; /* chunks per lane held in registers */
     constexpr int NBATCH = (NCH + NB - 1) / NB;
-    int32_t npage = 0, nrow = 0, nok = 0;     /* key `lane` of the next tile (page ids) */
+    static_assert(SG % CPK == 0, "a wave covers whole cache rows (CPK 4..32 divides 32 and 64)");
+    constexpr int CK = SG / CPK;              /* keys one chunk index covers: chunk c is key c / CPK */
+    const bool paged = p.page_tiled != 0;     /* uniform: every tile is rows of one page */
+    int32_t npage = 0, nrow = 0, nok = 0;     /* key `lane` of the next tile (page ids); paged: the tile's page */
     int32_t kp = 0, kr = 0, kk = 0;           /* key `lane` of the tile being loaded */
+    int32_t klo = 0, khi = 0;                 /* paged: keys of the tile being loaded that exist */
     qh_u32x4 rk[NB], rv[NB];
-    float rks = 0.0f, rvs = 0.0f;
+    uint32_t rok[NB];                         /* a chunk's key exists: its words are kept at staging */
+    float rks = 0.0f, rvs = 0.0f;             /* raw scales of key `lane` */
     int32_t rpos = -1;
     const int vec = p.load_bytes;
     /* the views' strides in vector registers: they multiply per-lane page
@@ -327,9 +333,33 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     const uint8_t *vbase = p.v + (uint64_t)((uint32_t)g * p.v_hs) * ES;
     const float *ksb = HAS_SCALES ? p.ks + (uint32_t)g * p.ks_hs : nullptr;
     const float *vsb = HAS_SCALES ? p.vs + (uint32_t)g * p.vs_hs : nullptr;
+    /* paged: a lane's chunk i is key lane / CPK + CK * i, bytes
+     * (lane % CPK) * 16 of its row */
+    const uint32_t k_loff = (uint32_t)(lane / CPK) * k_rs * ES + (uint32_t)(lane % CPK) * 16u;
+    const uint32_t v_loff = (uint32_t)(lane / CPK) * v_rs * ES + (uint32_t)(lane % CPK) * 16u;
+    const uint32_t k_step = (uint32_t)CK * k_rs * ES, v_step = (uint32_t)CK * v_rs * ES;
+    /* paged: tiles start at multiples of TK; the page entry (from ip0) and
+     * row of the next tile whose page id page_of reads */
+    const int32_t ta = kb - kb % TK;
+    uint32_t pe = paged ? (uint32_t)ta / (uint32_t)psz : 0u;
+    uint32_t prow = paged ? (uint32_t)ta - pe * (uint32_t)psz : 0u;
+    const int32_t t_first = paged ? ta : kb;
 
     /* t0: a tile's first position, unsigned (t0 + 2 TK may pass INT32_MAX) */
     auto keys_of = [&](uint32_t t0) {
+        if (paged) {
+            /* one page id for the tile (entry clamped into the request's
+             * and the table's entries: a key past them does not exist) */
+            const int32_t ent = qh_min(qh_max(ip0v + (int32_t)pe, qh_max(ip0v, 0)), qh_max(ip1 - 1, 0));
+            npage = p.indices[(uint32_t)ent * (uint32_t)p.indices_s];
+            nrow = (int32_t)prow;
+            prow += TK;
+            if (prow >= (uint32_t)psz) {
+                prow = 0u;
+                pe += 1u;
+            }
+            return;
+        }
         const uint32_t pos = t0 + (uint32_t)lane;
         const int32_t pc = (int32_t)qh_min(pos, (uint32_t)ke - 1u);
         const int64_t ent = (int64_t)ip0v + pc / psz;
@@ -338,60 +368,79 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
         nok = (lane < TK && pos < (uint32_t)ke && ent >= 0) ? 1 : 0;
     };
     /* The keys keys_of described become the tile being loaded: existence,
-     * position and scales. */
+     * position and raw scales (applied at staging, the first read of the
+     * loaded registers). */
     auto tile_keys = [&](uint32_t t0) {
-        kp = npage;
-        kr = nrow;
-        kk = (nok != 0 && kp >= 0 && (int64_t)kp * psz + kr < n_slots) ? 1 : 0;
+        if (paged) {
+            kp = npage;
+            kr = nrow + lane;
+            const int64_t sl0 = (int64_t)kp * psz + nrow;
+            const int32_t rows_ok = kp < 0 ? 0 : (int32_t)qh_min(qh_max((int64_t)n_slots - sl0, (int64_t)0), (int64_t)TK);
+            klo = qh_max(kb - (int32_t)t0, 0);
+            khi = qh_min(qh_min(ke - (int32_t)t0, TK), rows_ok);
+            kk = (lane >= klo && lane < khi) ? 1 : 0;
+        } else {
+            kp = npage;
+            kr = nrow;
+            kk = (nok != 0 && kp >= 0 && (int64_t)kp * psz + kr < n_slots) ? 1 : 0;
+        }
         rpos = kk ? (int32_t)(t0 + (uint32_t)lane) : -1;
         if constexpr (HAS_SCALES) {
             const uint32_t so = kk ? (uint32_t)kp * ks_ps + (uint32_t)kr * ks_rs : 0u;
             const uint32_t vo = kk ? (uint32_t)kp * vs_ps + (uint32_t)kr * vs_rs : 0u;
-            const float xs = ksb[so], ys = vsb[vo];
-            rks = kk ? KF * xs : 0.0f;
-            rvs = kk ? ys : 0.0f;
-        } else {
-            rks = kk ? KF : 0.0f;
-            rvs = kk ? 1.0f : 0.0f;
+            rks = ksb[so];
+            rvs = vsb[vo];
         }
     };
-    /* Issues the loads of chunks lane + SG * (NB * bt + i), i < NB. */
+    /* Issues the loads of chunks lane + SG * (NB * bt + i), i < NB; a chunk
+     * whose key does not exist loads its head's first row. */
     auto load_batch = [&](int bt) {
 #pragma unroll
         for (int i = 0; i < NB; ++i) {
             const int c = lane + SG * (NB * bt + i);
-            const int key = qh_min(c / CPK, TK - 1);
-            const int32_t page = (int32_t)qh_shfl_u32((uint32_t)kp, (uint32_t)key);
-            const int32_t row = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)key);
-            int32_t ok = (int32_t)qh_shfl_u32((uint32_t)kk, (uint32_t)key);
-            if (c >= TK * CPK) ok = 0;
-            const uint32_t part = (uint32_t)(c % CPK) * 16u;
-            const uint32_t ko = ok ? ((uint32_t)page * k_ps + (uint32_t)row * k_rs) * ES + part : 0u;
-            const uint32_t vo = ok ? ((uint32_t)page * v_ps + (uint32_t)row * v_rs) * ES + part : 0u;
-            const qh_u32x4 xk = dec_load16(kbase + ko, vec);
-            const qh_u32x4 xv = dec_load16(vbase + vo, vec);
-            /* per component: a select of whole structs goes through scratch */
-            const uint32_t mk = ok ? 0xFFFFFFFFu : 0u;
-            rk[i] = qh_u32x4{xk.x & mk, xk.y & mk, xk.z & mk, xk.w & mk};
-            rv[i] = qh_u32x4{xv.x & mk, xv.y & mk, xv.z & mk, xv.w & mk};
+            uint32_t ko, vo;
+            bool ok;
+            if (paged) {
+                const int key = c / CPK;
+                ok = c < TK * CPK && key >= klo && key < khi;
+                const uint32_t kt = ((uint32_t)kp * k_ps + (uint32_t)(kr - lane) * k_rs) * ES;
+                const uint32_t vt = ((uint32_t)kp * v_ps + (uint32_t)(kr - lane) * v_rs) * ES;
+                ko = ok ? kt + k_loff + (uint32_t)(NB * bt + i) * k_step : 0u;
+                vo = ok ? vt + v_loff + (uint32_t)(NB * bt + i) * v_step : 0u;
+            } else {
+                const int key = qh_min(c / CPK, TK - 1);
+                const int32_t page = (int32_t)qh_shfl_u32((uint32_t)kp, (uint32_t)key);
+                const int32_t row = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)key);
+                ok = qh_shfl_u32((uint32_t)kk, (uint32_t)key) != 0u && c < TK * CPK;
+                const uint32_t part = (uint32_t)(c % CPK) * 16u;
+                ko = ok ? ((uint32_t)page * k_ps + (uint32_t)row * k_rs) * ES + part : 0u;
+                vo = ok ? ((uint32_t)page * v_ps + (uint32_t)row * v_rs) * ES + part : 0u;
+            }
+            rk[i] = dec_load16(kbase + ko, vec);
+            rv[i] = dec_load16(vbase + vo, vec);
+            rok[i] = ok ? 0xFFFFFFFFu : 0u;
         }
     };
-    /* Decodes the loaded chunks of batch bt into the K and V tiles. */
+    /* Decodes the loaded chunks of batch bt into the K and V tiles; the
+     * words of chunks whose key does not exist become zeros here. */
     auto stage_batch = [&](int bt) {
 #pragma unroll
         for (int i = 0; i < NB; ++i) {
             const int c = lane + SG * (NB * bt + i);
             if (c < TK * CPK) {
                 const int key = c / CPK, part = c % CPK;
+                const uint32_t mk = rok[i]; /* per component: a select of whole structs goes through scratch */
+                const qh_u32x4 wk = qh_u32x4{rk[i].x & mk, rk[i].y & mk, rk[i].z & mk, rk[i].w & mk};
+                const qh_u32x4 wv = qh_u32x4{rv[i].x & mk, rv[i].y & mk, rv[i].z & mk, rv[i].w & mk};
                 if constexpr (FMT == QH_BF16) {
-                    skt4[key * LD4 + part] = rk[i];
-                    svt4[key * LD4 + part] = rv[i];
+                    skt4[key * LD4 + part] = wk;
+                    svt4[key * LD4 + part] = wv;
                 } else {
                     uint32_t o[8];
-                    dec_decode16<FMT>(rk[i], o);
+                    dec_decode16<FMT>(wk, o);
                     skt4[key * LD4 + 2 * part] = qh_u32x4{o[0], o[1], o[2], o[3]};
                     skt4[key * LD4 + 2 * part + 1] = qh_u32x4{o[4], o[5], o[6], o[7]};
-                    dec_decode16<FMT>(rv[i], o);
+                    dec_decode16<FMT>(wv, o);
                     svt4[key * LD4 + 2 * part] = qh_u32x4{o[0], o[1], o[2], o[3]};
                     svt4[key * LD4 + 2 * part + 1] = qh_u32x4{o[4], o[5], o[6], o[7]};
                 }
@@ -400,14 +449,14 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     };
 
     if (kb < ke) {
-        keys_of((uint32_t)kb);
+        keys_of((uint32_t)t_first);
         if constexpr (PREF) {
-            tile_keys((uint32_t)kb);
+            tile_keys((uint32_t)t_first);
             load_batch(0);
-            keys_of((uint32_t)kb + TK);
+            keys_of((uint32_t)t_first + TK);
         }
     }
-    for (uint32_t t0 = (uint32_t)kb; t0 < (uint32_t)ke; t0 += TK) {
+    for (uint32_t t0 = (uint32_t)t_first; t0 < (uint32_t)ke; t0 += TK) {
         /* 1. stage the tile */
         if constexpr (PREF) {
             stage_batch(0);
@@ -420,8 +469,8 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             }
         }
         if (lane < TK) {
-            sks[lane] = rks;
-            svs[lane] = rvs;
+            sks[lane] = kk ? (HAS_SCALES ? KF * rks : KF) : 0.0f;
+            svs[lane] = kk ? (HAS_SCALES ? rvs : 1.0f) : 0.0f;
             spos[lane] = rpos;
         }
         qh_wave_sync();
@@ -691,10 +740,12 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
     __shared__ float sw[QH_DEC_MAX_SPLITS];
     __shared__ float sred[QH_DEC_MERGE_MAX_WG];
     __shared__ float sacc[QH_DEC_MERGE_MAX_WG * 4];
-    const int row = (int)qh_bid_x(); /* (head within the group, r) */
+    const int D = p.D, DCH = p.merge_dims, nch = D / DCH;
+    const int row = (int)qh_bid_x() / nch; /* (head within the group, r) */
+    const int d0 = ((int)qh_bid_x() % nch) * DCH; /* this workgroup's staged dims: d0 .. d0 + DCH - 1 */
     const int g = (int)qh_bid_y(), b = (int)qh_bid_z();
     const int tid = (int)qh_tid(), nt = p.merge_wg;
-    const int R = p.R, G = p.hq / p.hkv, D = p.D;
+    const int R = p.R, G = p.hq / p.hkv;
     const int hl = row / R, r = row % R;
     const int h = g * G + hl;
     const int rb = hl / p.QH, n = (hl % p.QH) * R + r;
@@ -733,13 +784,13 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
     }
     const float Z = sred[0] + (sink == qh_neg_inf() ? 0.0f : qh_exp2f(sink - M));
     const float wz = Z > 0.0f ? p.vf / Z : 0.0f;
-    /* output: groups of D / 4 threads, each group a strided set of splits */
-    const int gd = D / 4, ng = nt / gd;
+    /* output: groups of DCH / 4 threads, each group a strided set of splits */
+    const int gd = DCH / 4, ng = nt / gd;
     const int q4 = tid % gd, grp = tid / gd;
     if (grp < ng) {
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int s = grp; s < S; s += ng) {
-            const float *at = p.ws_o + (slot * S + s) * D + q4 * 4;
+            const float *at = p.ws_o + (slot * S + s) * D + d0 + q4 * 4;
             for (int u = 0; u < 4; ++u) acc[u] += sw[s] * at[u];
         }
         for (int u = 0; u < 4; ++u) sacc[tid * 4 + u] = acc[u];
@@ -751,11 +802,11 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
             for (int u = 0; u < 4; ++u) t[u] += sacc[(k * gd + tid) * 4 + u];
         uint16_t *o = p.o + (int64_t)b * p.o_sb + (int64_t)r * p.o_sr + (int64_t)h * p.o_sh;
         for (int u = 0; u < 4; ++u) {
-            const int dp = tid * 4 + u;
+            const int dp = d0 + tid * 4 + u;
             o[p.perm ? dec_perm(dp) : dp] = qh_f32_to_bf16(t[u] * wz);
         }
     }
-    if (tid == 0 && (p.flags & QH_DEC_LSE) != 0)
+    if (tid == 0 && d0 == 0 && (p.flags & QH_DEC_LSE) != 0)
         p.lse[(int64_t)b * p.lse_sb + (int64_t)r * p.lse_sr + (int64_t)h * p.lse_sh] =
             Z > 0.0f ? (M + qh_log2f(Z)) * LN2 : qh_neg_inf();
 }

@@ -91,6 +91,7 @@ typedef struct qh_decode_params {
     int32_t R, QH, NR;             /* plan: rows, q_heads_per_workgroup, row_slots */
     int32_t num_splits, keys_per_split;
     int32_t load_bytes;            /* plan: widest K/V load (1..16) */
+    int32_t page_tiled;            /* plan: every tile is rows of one page */
     float sm_scale, softcap;
     /* merge */
     int32_t o_sb, o_sr, o_sh;
@@ -98,7 +99,8 @@ typedef struct qh_decode_params {
     int32_t sinks_s, flags;        /* QH_DEC_* */
     int32_t perm;                  /* staged dims have positions 1, 2 of each 4 swapped */
     int32_t merge_wg;              /* plan: merge_workgroup_size */
-    int32_t D, pad_;               /* head dim (= Dv) */
+    int32_t D;                     /* head dim (= Dv) */
+    int32_t merge_dims;            /* plan: output dims per merge workgroup */
     float vf;                      /* staged V value * vf = decoded value */
 } qh_decode_params;
 

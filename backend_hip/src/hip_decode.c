@@ -99,6 +99,7 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
     p.num_splits = plan->num_splits;
     p.keys_per_split = plan->keys_per_split;
     p.load_bytes = plan->load_bytes;
+    p.page_tiled = plan->page_tiled;
     p.sm_scale = a->sm_scale;
     p.softcap = a->logit_softcap;
     p.o_sb = qattn_stride32(&a->o, 0);
@@ -114,6 +115,7 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
     p.perm = plan->kv_dtype != QATTN_BF16;
     p.merge_wg = plan->merge_workgroup_size;
     p.D = plan->head_dim_v;
+    p.merge_dims = plan->merge_dims;
     /* The staged V values times this are the decoded ones (fp8: the power
      * of two its f16 bit trick leaves). */
     p.vf = plan->kv_dtype == QATTN_FP8_E4M3FN ? 256.0f : plan->kv_dtype == QATTN_FP8_E4M3FNUZ ? 128.0f : 1.0f;

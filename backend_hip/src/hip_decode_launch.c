@@ -107,6 +107,12 @@ int qh_decode_launch_of(const qattn_decode_plan *p, int target, int wave, qh_dec
                  QH_DEC_MERGE_MAX_WG);
         return 0;
     }
+    if (p->merge_dims < 4 || p->merge_dims % 4 != 0 || p->head_dim_v % p->merge_dims != 0 ||
+        mw < p->merge_dims / 4) {
+        snprintf(why, n, "plan.merge_dims %d: a multiple of 4 dividing Dv %d", (int)p->merge_dims,
+                 (int)p->head_dim_v);
+        return 0;
+    }
     if (p->num_splits < 1 || p->num_splits > QH_DEC_MAX_SPLITS || p->keys_per_split < 1 ||
         p->grid[0] != (uint32_t)p->num_splits) {
         snprintf(why, n, "plan splits: %d of %d keys, grid.x %u", (int)p->num_splits, (int)p->keys_per_split,

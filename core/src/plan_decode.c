@@ -31,17 +31,15 @@
 
 #include "internal.h"
 
-/* Keys per tile (a multiple of the matrix M of S^T = K Q^T, 16): the
- * kernel's loads in flight and its fixed per-tile costs (synchronisation,
- * reductions) scale with it. */
-#ifndef QATTN_DECODE_TILE_KEYS
-#define QATTN_DECODE_TILE_KEYS 16
-#endif
-#define TILE_KEYS QATTN_DECODE_TILE_KEYS
+/* Keys per tile (the matrix M of S^T = K Q^T, 16): the kernel's loads in
+ * flight and its registers scale with it (32 was slower on every preset
+ * measured, docs/perf_decode_notes.md). */
+#define TILE_KEYS 16
 #define MAX_BLOCK_ROWS 16  /* query rows per workgroup: the largest matrix N */
 #define MIN_SPLIT_KEYS 128 /* keys per split at least (8 tiles) */
 #define WG_PER_CU 32       /* stage-1 workgroups to aim for per compute unit (measured: more hide more latency) */
 #define MERGE_WG 256
+#define MERGE_DIMS 32      /* output dims per merge workgroup (its threads split the splits) */
 #define MAX_GRID 65535     /* Vulkan's guaranteed maxComputeWorkGroupCount */
 
 const char *qattn_decode_variant_name(qattn_decode_variant v) {
@@ -260,6 +258,9 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
     p.subgroup_size = (int32_t)sg;
     p.workgroup_size = (int32_t)sg;
     p.keys_per_tile = TILE_KEYS;
+    /* Pages of a multiple of the tile's keys: each tile is rows of one page
+     * (one page id, one base per tile); otherwise each key finds its own. */
+    p.page_tiled = args->page_size % TILE_KEYS == 0;
     p.load_bytes = load_bytes(args);
     if (p.load_bytes < 16) note(&p, "K/V rows allow %d-byte loads", (int)p.load_bytes);
     p.q_heads_per_workgroup = (int32_t)qh;
@@ -278,9 +279,10 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
                           D, (int)p.row_slots, sh, (unsigned)caps->max_shared_bytes);
     p.shared_bytes = (uint32_t)sh;
     const int64_t blocks = Hkv * (G / qh);
-    if (G * R > MAX_GRID)
+    if (G * R * (D / MERGE_DIMS) > MAX_GRID)
         return qattn__err(err, err_size, QATTN_ERR_UNSUPPORTED,
-                          "decode: %" PRId64 " query rows per kv head > %d per merge launch", G * R, MAX_GRID);
+                          "decode: %" PRId64 " query rows per kv head x %d-dim chunks > %d per merge launch",
+                          G * R, MERGE_DIMS, MAX_GRID);
     if (blocks > MAX_GRID)
         return qattn__err(err, err_size, QATTN_ERR_UNSUPPORTED,
                           "decode: %" PRId64 " kv heads x head blocks > %d per launch", blocks, MAX_GRID);
@@ -315,10 +317,11 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
     p.grid[0] = (uint32_t)splits;
     p.grid[1] = (uint32_t)blocks;
     p.grid[2] = (uint32_t)B;
-    p.merge_grid[0] = (uint32_t)(G * R);
+    p.merge_grid[0] = (uint32_t)(G * R * (p.head_dim_v / MERGE_DIMS));
     p.merge_grid[1] = (uint32_t)Hkv;
     p.merge_grid[2] = (uint32_t)B;
     p.merge_workgroup_size = MERGE_WG;
+    p.merge_dims = MERGE_DIMS;
 
     /* Workspace; the kernels address partials in 32-bit element offsets. */
     const uint64_t slots = (uint64_t)B * (uint64_t)blocks * (uint64_t)p.row_slots;

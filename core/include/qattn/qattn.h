@@ -344,6 +344,9 @@ typedef struct qattn_decode_plan {
     int32_t subgroup_size;
     int32_t workgroup_size;
     int32_t keys_per_tile;
+    /** 1: page_size is a multiple of keys_per_tile, so every tile is rows of
+     *  one page; 0: every key looks up its own page. */
+    int32_t page_tiled;
     int32_t load_bytes;           /* widest K/V load every row start allows: 1..16 */
     int32_t q_heads_per_workgroup;
     int32_t row_slots;            /* matrix N >= q_heads_per_workgroup * rows */
@@ -356,6 +359,7 @@ typedef struct qattn_decode_plan {
     int32_t keys_per_split;
     uint32_t merge_grid[3];
     int32_t merge_workgroup_size;
+    int32_t merge_dims;           /* output dims per merge workgroup: merge_grid[0] = rows x Dv / merge_dims */
     /* workspace: partial outputs [slot][split][Dv] f32 at partial_o_offset,
      * (m, l) pairs [slot][split][2] f32 at partial_ml_offset; a slot is one
      * of row_slots rows of one (request, kv head, head block) */
