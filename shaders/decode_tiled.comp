@@ -45,6 +45,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_ballot : require
+#extension GL_KHR_shader_subgroup_vote : require
 #if MATRIX
 #extension GL_KHR_cooperative_matrix : require
 #endif
@@ -516,6 +517,7 @@ void main() {
             KEYS_OF(kb + TK);
         }
     }
+    bool rescale = false; // whether this tile's alpha is not 1 for some row (uniform)
     // Unsigned: t0 + 2 TK may pass INT32_MAX.
     for (uint t0 = uint(t_first); t0 < uint(ke); t0 += uint(TK)) {
         klo = nklo;
@@ -639,33 +641,42 @@ void main() {
             [[unroll]] for (int o = 1; o < C; o <<= 1) {
                 [[unroll]] for (int i = 0; i < RPR; ++i) tmax[i] = max(tmax[i], subgroupShuffleXor(tmax[i], uint(o)));
             }
+            // The running output is rescaled only in tiles where some row's
+            // maximum grew (alpha is exactly 1 otherwise, the common case
+            // once the maxima settle): one vote, a uniform branch.
+            float alpha[RPR];
+            bool grew = false;
+            [[unroll]] for (int i = 0; i < RPR; ++i) {
+                const float mn = max(m[i], tmax[i]);
+                alpha[i] = mn == QA_NEG_INF ? 1.0 : exp2(m[i] - mn);
+                grew = grew || (lane / C + RG * i < ROWS && alpha[i] != 1.0);
+                m[i] = mn;
+            }
+            rescale = subgroupAny(grew);
             [[unroll]] for (int i = 0; i < RPR; ++i) {
                 const int n = lane / C + RG * i;
                 const bool real = n < ROWS;
-                const float mn = max(m[i], tmax[i]);
-                const float alpha = mn == QA_NEG_INF ? 1.0 : exp2(m[i] - mn);
-                m[i] = mn;
                 float ps = 0.0;
                 [[unroll]] for (int j = 0; j < KPL; ++j) {
                     const int key = kq + C * j;
                     const float x = s[i * KPL + j];
-                    const float p = x == QA_NEG_INF ? 0.0 : exp2(x - mn);
+                    const float p = x == QA_NEG_INF ? 0.0 : exp2(x - m[i]);
                     ps += p;
-                    if (real) {
-                        sp[n * LDP + key] = float16_t(p * vscale[j]);
-                        ss[key * NR + n] = alpha;
-                    }
+                    if (real) sp[n * LDP + key] = float16_t(p * vscale[j]);
+                    if (real && rescale) ss[key * NR + n] = alpha[i];
                 }
-                l[i] = l[i] * alpha + ps;
+                l[i] = l[i] * alpha[i] + ps;
             }
         }
         sync_shared();
         // 4. O^T = O^T * alpha + V^T P^T
 #if MATRIX
         {
-            coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> am;
-            coopMatLoad(am, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
-            UNROLL for (int j = 0; j < D / 16; ++j) oacc[j] = oacc[j] * am;
+            if (rescale) {
+                coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> am;
+                coopMatLoad(am, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
+                UNROLL for (int j = 0; j < D / 16; ++j) oacc[j] = oacc[j] * am;
+            }
             UNROLL for (int kt = 0; kt < KT; ++kt) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, NR, gl_MatrixUseB> pb;
                 coopMatLoad(pb, sp, kt * 16, LDP, gl_CooperativeMatrixLayoutColumnMajor);
@@ -681,7 +692,7 @@ void main() {
             const int e = lane + SG * i;
             if (e < OG) {
                 const int n = e / (D / 8), c = e % (D / 8);
-                const float alpha = ss[n];
+                const float alpha = rescale ? ss[n] : 1.0;
                 float a[8];
                 UNROLL for (int u = 0; u < 8; ++u) a[u] = oacc[i * 8 + u] * alpha;
                 for (int key = 0; key < TK; ++key) {
