@@ -23,6 +23,12 @@ static int vk_supports_op(void *be, qattn_op op, const void *plan) {
     return 0;
 }
 
+/* Device addresses: buffers over the same memory get overlapping ranges. */
+static uint64_t vk_buffer_address(void *be, void *handle) {
+    (void)be;
+    return ((const qattn_vk_buffer *)handle)->address;
+}
+
 static const qattn_backend_iface VULKAN_IFACE = {
     .name = "vulkan",
     .abi_version = QATTN_BACKEND_ABI,
@@ -34,6 +40,7 @@ static const qattn_backend_iface VULKAN_IFACE = {
     .buffer_upload = qattn_vk_buffer_upload,
     .buffer_download = qattn_vk_buffer_download,
     .buffer_wrap = qattn_vk_buffer_wrap,
+    .buffer_address = vk_buffer_address,
     .supports_op = vk_supports_op,
     .decode = qattn_vk_decode,
     .kv_store = qattn_vk_kv_store,

@@ -333,6 +333,11 @@ static qattn_status qh_buffer_wrap(void *p, void *native, uint64_t bytes, void *
     *handle = native;
     return QATTN_OK;
 }
+/* Handles are device pointers, allocated or wrapped: one address space. */
+static uint64_t qh_buffer_address(void *p, void *handle) {
+    (void)p;
+    return (uint64_t)(uintptr_t)handle;
+}
 static void qh_buffer_unwrap(void *p, void *handle) {
     (void)p;
     (void)handle;
@@ -460,6 +465,7 @@ static const qattn_backend_iface qh_iface = {
     .buffer_download = qh_buffer_download,
     .buffer_wrap = qh_buffer_wrap,
     .buffer_unwrap = qh_buffer_unwrap,
+    .buffer_address = qh_buffer_address,
     .supports_op = qh_supports_op,
     .decode = qh_decode_slot,
     .kv_store = qh_kv_store_slot,

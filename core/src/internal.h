@@ -129,6 +129,22 @@ void qattn__seal_decode_plan(qattn_decode_plan *out, const qattn_decode_plan *p,
 void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p,
                                  const qattn_mqa_logits_args *a);
 
+/* ---- outputs over inputs (core/src/alias.c) ----
+ * A run's tensors with their roles: QATTN__OUT is compared with every other
+ * tensor, QATTN__OUT_SHARED with inputs only (the KV store's caches and
+ * scales, which may interleave in one allocation). Refuses, naming both, an
+ * output whose bytes meet another tensor's, and a workspace (may be NULL)
+ * meeting any tensor. Absent tensors are skipped. */
+#define QATTN_MAX_OPERANDS 16
+typedef enum qattn__role { QATTN__IN, QATTN__OUT, QATTN__OUT_SHARED } qattn__role;
+typedef struct qattn__operand {
+    const qattn_tensor *t;
+    const char *name;
+    qattn__role kind;
+} qattn__operand;
+qattn_status qattn__check_alias(qattn_context *ctx, const qattn__operand *ops, int n,
+                                const qattn_workspace *ws);
+
 /* Host address of element 0 of a tensor on the cpu backend. */
 static inline void *qattn__host_ptr(const qattn_tensor *t) {
     return (char *)t->buffer->handle + t->offset;

@@ -206,12 +206,11 @@ static qattn_status resolve_workspace(qattn_context *ctx, uint64_t need, qattn_b
     return QATTN_OK;
 }
 
-static qattn_status check_owner(qattn_context *ctx, const qattn_tensor *ts, const char *const *names,
-                                int n) {
+static qattn_status check_owner(qattn_context *ctx, const qattn__operand *ops, int n) {
     for (int i = 0; i < n; ++i)
-        if (ts[i].buffer && ts[i].buffer->owner != ctx)
+        if (ops[i].t->buffer && ops[i].t->buffer->owner != ctx)
             return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "%s: buffer belongs to another context",
-                               names[i]);
+                               ops[i].name);
     return QATTN_OK;
 }
 
@@ -244,12 +243,15 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
     if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
     qattn_status s = qattn__validate_decode(args, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
-    const qattn_tensor ts[] = {args->q, args->k_cache, args->v_cache, args->k_scale, args->v_scale,
-                               args->kv_indptr, args->kv_indices, args->kv_lens, args->sinks,
-                               args->o, args->lse};
-    const char *const names[] = {"q", "k_cache", "v_cache", "k_scale", "v_scale", "kv_indptr",
-                                 "kv_indices", "kv_lens", "sinks", "o", "lse"};
-    if ((s = check_owner(ctx, ts, names, 11)) != QATTN_OK) return s;
+    const qattn__operand ops[] = {
+        {&args->q, "q", QATTN__IN},           {&args->k_cache, "k_cache", QATTN__IN},
+        {&args->v_cache, "v_cache", QATTN__IN}, {&args->k_scale, "k_scale", QATTN__IN},
+        {&args->v_scale, "v_scale", QATTN__IN}, {&args->kv_indptr, "kv_indptr", QATTN__IN},
+        {&args->kv_indices, "kv_indices", QATTN__IN}, {&args->kv_lens, "kv_lens", QATTN__IN},
+        {&args->sinks, "sinks", QATTN__IN},   {&args->o, "o", QATTN__OUT},
+        {&args->lse, "lse", QATTN__OUT}};
+    const int n_ops = (int)(sizeof ops / sizeof ops[0]);
+    if ((s = check_owner(ctx, ops, n_ops)) != QATTN_OK) return s;
     /* Before any field of the plan is trusted. */
     if (plan->integrity != decode_digest(plan))
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
@@ -282,6 +284,7 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                           plan->shared_bytes, plan->workspace_bytes, ctx->iface->decode != NULL,
                           workspace, workspace_offset, &ws);
     if (s != QATTN_OK) return s;
+    if ((s = qattn__check_alias(ctx, ops, n_ops, &ws)) != QATTN_OK) return s;
     if (check_indices_enabled() && (s = check_decode_indices(ctx, args)) != QATTN_OK) return s;
     s = ctx->iface->decode(ctx->be, plan, args, &ws);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_decode_run");
@@ -293,11 +296,14 @@ qattn_status qattn_kv_store(qattn_context *ctx, const qattn_kv_store_args *args)
     if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
     qattn_status s = qattn__validate_kv_store(args, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
-    const qattn_tensor ts[] = {args->k_new, args->v_new, args->slot_mapping, args->k_cache,
-                               args->v_cache, args->k_scale, args->v_scale};
-    const char *const names[] = {"k_new", "v_new", "slot_mapping", "k_cache", "v_cache", "k_scale",
-                                 "v_scale"};
-    if ((s = check_owner(ctx, ts, names, 7)) != QATTN_OK) return s;
+    const qattn__operand ops[] = {
+        {&args->k_new, "k_new", QATTN__IN},           {&args->v_new, "v_new", QATTN__IN},
+        {&args->slot_mapping, "slot_mapping", QATTN__IN}, {&args->k_cache, "k_cache", QATTN__OUT_SHARED},
+        {&args->v_cache, "v_cache", QATTN__OUT_SHARED}, {&args->k_scale, "k_scale", QATTN__OUT_SHARED},
+        {&args->v_scale, "v_scale", QATTN__OUT_SHARED}};
+    const int n_ops = (int)(sizeof ops / sizeof ops[0]);
+    if ((s = check_owner(ctx, ops, n_ops)) != QATTN_OK) return s;
+    if ((s = qattn__check_alias(ctx, ops, n_ops, NULL)) != QATTN_OK) return s;
     if (!ctx->iface->kv_store)
         return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "kv_store: the %s backend has no kv_store op",
                            ctx->iface->name);
@@ -317,10 +323,13 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
     if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
     qattn_status s = qattn__validate_mqa_logits(args, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
-    const qattn_tensor ts[] = {args->q, args->k, args->k_scale, args->weights, args->ks, args->ke,
-                               args->logits};
-    const char *const names[] = {"q", "k", "k_scale", "weights", "ks", "ke", "logits"};
-    if ((s = check_owner(ctx, ts, names, 7)) != QATTN_OK) return s;
+    const qattn__operand ops[] = {
+        {&args->q, "q", QATTN__IN},           {&args->k, "k", QATTN__IN},
+        {&args->k_scale, "k_scale", QATTN__IN}, {&args->weights, "weights", QATTN__IN},
+        {&args->ks, "ks", QATTN__IN},         {&args->ke, "ke", QATTN__IN},
+        {&args->logits, "logits", QATTN__OUT}};
+    const int n_ops = (int)(sizeof ops / sizeof ops[0]);
+    if ((s = check_owner(ctx, ops, n_ops)) != QATTN_OK) return s;
     /* Before any field of the plan is trusted. */
     if (plan->integrity != mqa_digest(plan))
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
@@ -344,6 +353,7 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
                           plan->workspace_bytes, ctx->iface->mqa_logits != NULL, workspace,
                           workspace_offset, &ws);
     if (s != QATTN_OK) return s;
+    if ((s = qattn__check_alias(ctx, ops, n_ops, &ws)) != QATTN_OK) return s;
     s = ctx->iface->mqa_logits(ctx->be, plan, args, &ws);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_logits_run");
     ctx->ops_run = 1;

@@ -37,6 +37,11 @@ qattn_status qattn_read_stream(qattn_context *ctx, const qattn_buffer *src, uint
     qattn_status s = check_buffer(ctx, src, "src", offset, bytes);
     if (s == QATTN_OK) s = check_buffer(ctx, sum, "sum", sum_offset, 4);
     if (s != QATTN_OK) return s;
+    const qattn_tensor in = qattn_tensor_contiguous((qattn_buffer *)src, offset, QATTN_I32, 1,
+                                                    (int64_t[]){(int64_t)(bytes / 4)});
+    const qattn_tensor out = qattn_tensor_contiguous(sum, sum_offset, QATTN_I32, 1, (int64_t[]){1});
+    const qattn__operand ops[] = {{&in, "src", QATTN__IN}, {&out, "sum", QATTN__OUT}};
+    if ((s = qattn__check_alias(ctx, ops, 2, NULL)) != QATTN_OK) return s;
     if (!ctx->iface->read_stream)
         return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "qattn_read_stream: the %s backend has no read kernel",
                            ctx->iface->name);

@@ -97,6 +97,12 @@ struct qattn_backend_iface {
     /* Optional. The matrix-unit rate (TFLOP/s) of a GEMM with the tile
      * shape of a coopmat MQA logits plan; NULL: unsupported. */
     qattn_status (*mqa_matrix_ceiling)(void *be, const qattn_mqa_logits_plan *plan, double *tflops);
+    /* Optional. The address of a buffer's byte 0 in one address space
+     * shared by every buffer of the instance (a host pointer, a device
+     * address), so the core can tell that two buffers share memory (an
+     * output over an input is refused). NULL: only ranges of the same
+     * buffer are compared. */
+    uint64_t (*buffer_address)(void *be, void *handle);
 };
 
 /* ---- for backend libraries' own public calls (e.g. qattn/vulkan.h) ----- */
