@@ -202,6 +202,20 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_UNSUPPORTED, "set->mqa_plans: this build has no MQA op"),
                       fn);
 #endif
+    /* Every plan passes the checks a run applies to it (the digest, this
+     * device's limits, the backend can run it) before any pipeline is
+     * built: an edited plan could ask the compiler for anything. */
+    char name[64];
+    for (size_t i = 0; i < set->n_decode_plans; ++i) {
+        snprintf(name, sizeof name, "%s: set->decode_plans[%zu]", fn, i);
+        qattn_status ps = qattn_context_check_decode_plan(ctx, &set->decode_plans[i], name);
+        if (ps != QATTN_OK) return ps;
+    }
+    for (size_t i = 0; i < set->n_mqa_plans; ++i) {
+        snprintf(name, sizeof name, "%s: set->mqa_plans[%zu]", fn, i);
+        qattn_status ps = qattn_context_check_mqa_logits_plan(ctx, &set->mqa_plans[i], name);
+        if (ps != QATTN_OK) return ps;
+    }
     warm_buffer *w = NULL;
     qattn_status as = qattn_buffer_alloc(ctx, 256, &w);
     if (as != QATTN_OK) return as;

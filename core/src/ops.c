@@ -214,26 +214,61 @@ static qattn_status check_owner(qattn_context *ctx, const qattn__operand *ops, i
     return QATTN_OK;
 }
 
-/* The checks every planned op shares once its plan matches its args: the
- * plan fits this device, the workspace is there, and the backend has the op
- * and can run this plan. `has_slot` is whether the op's entry point exists. */
-static qattn_status check_plan_launch(qattn_context *ctx, qattn_op op, const char *op_name,
-                                      const void *plan, const char *variant, uint32_t shared_bytes,
-                                      uint64_t workspace_bytes, int has_slot, qattn_buffer *workspace,
-                                      uint64_t workspace_offset, qattn_workspace *ws) {
+/* What a plan alone must pass before it is launched or its pipelines are
+ * built: it fits this device, the backend has the op and can run this plan.
+ * `has_slot` is whether the op's entry point exists; `what` names the plan
+ * in messages. */
+static qattn_status plan_fits(qattn_context *ctx, qattn_op op, const char *op_name, const void *plan,
+                              const char *variant, uint32_t shared_bytes, int has_slot, const char *what) {
     if (shared_bytes > ctx->caps.max_shared_bytes)
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                           "plan: shared_bytes %u exceed this device's %u (plan made for another device?)",
+                           "%s: shared_bytes %u exceed this device's %u (plan made for another device?)", what,
                            (unsigned)shared_bytes, (unsigned)ctx->caps.max_shared_bytes);
-    qattn_status s = resolve_workspace(ctx, workspace_bytes, workspace, workspace_offset, ws);
-    if (s != QATTN_OK) return s;
     if (!has_slot)
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "%s: the %s backend has no %s op", op_name,
+        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "%s: the %s backend has no %s op", what,
                            ctx->iface->name, op_name);
     if (ctx->iface->supports_op && !ctx->iface->supports_op(ctx->be, op, plan))
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "%s: %s cannot run variant %s", op_name,
-                           ctx->caps.arch, variant);
+        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "%s: %s cannot run %s variant %s", what,
+                           ctx->caps.arch, op_name, variant);
     return QATTN_OK;
+}
+
+/* Every check of a decode plan on its own, for every entry point that
+ * takes one (run, and backends' calls such as qattn_vulkan_warmup): the
+ * digest first, before any field is trusted. */
+static qattn_status decode_plan_ok(qattn_context *ctx, const qattn_decode_plan *plan, const char *what) {
+    if (!what) what = "plan";
+    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "%s: NULL", what);
+    if (plan->integrity != decode_digest(plan))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "%s: its bytes changed after planning (integrity digest differs); "
+                           "make plans only with qattn_decode_plan_create or _compute", what);
+    if (plan->num_splits < 1 || plan->num_splits > QATTN_MAX_SPLITS)
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "%s: num_splits %d outside 1..%d", what,
+                           (int)plan->num_splits, QATTN_MAX_SPLITS);
+    return plan_fits(ctx, QATTN_OP_DECODE, "decode", plan, qattn_decode_variant_name(plan->variant),
+                     plan->shared_bytes, ctx->iface->decode != NULL, what);
+}
+
+static qattn_status mqa_plan_ok(qattn_context *ctx, const qattn_mqa_logits_plan *plan, const char *what) {
+    if (!what) what = "plan";
+    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "%s: NULL", what);
+    if (plan->integrity != mqa_digest(plan))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "%s: its bytes changed after planning (integrity digest differs); "
+                           "make plans only with qattn_mqa_logits_plan_create or _compute", what);
+    return plan_fits(ctx, QATTN_OP_MQA_LOGITS, "mqa_logits", plan, qattn_mqa_variant_name(plan->variant),
+                     plan->shared_bytes, ctx->iface->mqa_logits != NULL, what);
+}
+
+qattn_status qattn_context_check_decode_plan(qattn_context *ctx, const qattn_decode_plan *plan,
+                                             const char *what) {
+    return ctx ? decode_plan_ok(ctx, plan, what) : QATTN_ERR_INVALID_ARGUMENT;
+}
+
+qattn_status qattn_context_check_mqa_logits_plan(qattn_context *ctx, const qattn_mqa_logits_plan *plan,
+                                                 const char *what) {
+    return ctx ? mqa_plan_ok(ctx, plan, what) : QATTN_ERR_INVALID_ARGUMENT;
 }
 
 qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
@@ -252,11 +287,7 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
         {&args->lse, "lse", QATTN__OUT}};
     const int n_ops = (int)(sizeof ops / sizeof ops[0]);
     if ((s = check_owner(ctx, ops, n_ops)) != QATTN_OK) return s;
-    /* Before any field of the plan is trusted. */
-    if (plan->integrity != decode_digest(plan))
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                           "plan: its bytes changed after planning (integrity digest differs); "
-                           "make plans only with qattn_decode_plan_create or _compute");
+    if ((s = decode_plan_ok(ctx, plan, NULL)) != QATTN_OK) return s;
     if (plan->batch != args->q.shape[0] || plan->rows != args->q.shape[1] ||
         plan->q_heads != args->q.shape[2] || plan->head_dim != args->q.shape[3] ||
         plan->kv_heads != qattn__cache_heads(&args->k_cache) ||
@@ -276,13 +307,8 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                            "max_kv_len: %d exceeds the %d the plan was made for (its splits cover "
                            "only that many keys)",
                            (int)args->max_kv_len, (int)plan->max_kv_len);
-    if (plan->num_splits < 1 || plan->num_splits > QATTN_MAX_SPLITS)
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: num_splits %d outside 1..%d",
-                           (int)plan->num_splits, QATTN_MAX_SPLITS);
     qattn_workspace ws;
-    s = check_plan_launch(ctx, QATTN_OP_DECODE, "decode", plan, qattn_decode_variant_name(plan->variant),
-                          plan->shared_bytes, plan->workspace_bytes, ctx->iface->decode != NULL,
-                          workspace, workspace_offset, &ws);
+    s = resolve_workspace(ctx, plan->workspace_bytes, workspace, workspace_offset, &ws);
     if (s != QATTN_OK) return s;
     if ((s = qattn__check_alias(ctx, ops, n_ops, &ws)) != QATTN_OK) return s;
     if (check_indices_enabled() && (s = check_decode_indices(ctx, args)) != QATTN_OK) return s;
@@ -330,11 +356,7 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
         {&args->logits, "logits", QATTN__OUT}};
     const int n_ops = (int)(sizeof ops / sizeof ops[0]);
     if ((s = check_owner(ctx, ops, n_ops)) != QATTN_OK) return s;
-    /* Before any field of the plan is trusted. */
-    if (plan->integrity != mqa_digest(plan))
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                           "plan: its bytes changed after planning (integrity digest differs); "
-                           "make plans only with qattn_mqa_logits_plan_create or _compute");
+    if ((s = mqa_plan_ok(ctx, plan, NULL)) != QATTN_OK) return s;
     if (plan->rows != args->q.shape[0] || plan->heads != args->q.shape[1] ||
         plan->head_dim != args->q.shape[2] || plan->kv_len != args->k.shape[0] ||
         plan->q_dtype != args->q.dtype || plan->k_dtype != args->k.dtype)
@@ -348,10 +370,7 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
                            "from what the plan was made for (the kernels' index width depends on "
                            "the strides); plan again");
     qattn_workspace ws;
-    s = check_plan_launch(ctx, QATTN_OP_MQA_LOGITS, "mqa_logits", plan,
-                          qattn_mqa_variant_name(plan->variant), plan->shared_bytes,
-                          plan->workspace_bytes, ctx->iface->mqa_logits != NULL, workspace,
-                          workspace_offset, &ws);
+    s = resolve_workspace(ctx, plan->workspace_bytes, workspace, workspace_offset, &ws);
     if (s != QATTN_OK) return s;
     if ((s = qattn__check_alias(ctx, ops, n_ops, &ws)) != QATTN_OK) return s;
     s = ctx->iface->mqa_logits(ctx->be, plan, args, &ws);
@@ -366,10 +385,12 @@ qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx, const qattn_mqa_logits
     if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
     if (!tflops) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "tflops: NULL");
     *tflops = 0.0;
+    qattn_status s = mqa_plan_ok(ctx, plan, NULL);
+    if (s != QATTN_OK) return s;
     if (!ctx->iface->mqa_matrix_ceiling)
         return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "qattn_mqa_matrix_ceiling: the %s backend has none",
                            ctx->iface->name);
-    qattn_status s = ctx->iface->mqa_matrix_ceiling(ctx->be, plan, tflops);
+    s = ctx->iface->mqa_matrix_ceiling(ctx->be, plan, tflops);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_matrix_ceiling");
     return QATTN_OK;
 }

@@ -125,6 +125,17 @@ QATTN_API void *qattn_context_backend_instance(qattn_context *ctx, const qattn_b
 /** Records a failure of a backend-specific call on ctx's last error, with the
  *  backend's own text (iface->last_message), and returns s. */
 QATTN_API qattn_status qattn_context_backend_fail(qattn_context *ctx, qattn_status s, const char *what);
+/** The checks qattn_decode_run (qattn_mqa_logits_run) applies to a plan on
+ *  its own, for a backend's calls that take plans (qattn_vulkan_warmup):
+ *  made by a planner of this build and unchanged since (its digest), fits
+ *  ctx's device, and the backend has the op and can run the plan. On
+ *  failure records a message naming `what` (NULL: "plan") on ctx and
+ *  returns its status. */
+QATTN_API qattn_status qattn_context_check_decode_plan(qattn_context *ctx, const qattn_decode_plan *plan,
+                                                       const char *what);
+QATTN_API qattn_status qattn_context_check_mqa_logits_plan(qattn_context *ctx,
+                                                           const qattn_mqa_logits_plan *plan,
+                                                           const char *what);
 /** Stride of dimension `dim` in elements as int32 kernels take it: 0 for an
  *  absent tensor or a dimension of extent <= 1 (its stride is free and is
  *  never multiplied by more than 0). The core bounds every tensor's span to

@@ -1,0 +1,137 @@
+/*
+ * Issue 18's Vulkan findings, each a check that failed before its fix:
+ *  - item 2: qattn_vulkan_warmup applies the plan checks of
+ *    qattn_decode_run / qattn_mqa_logits_run: an edited plan is refused,
+ *    naming it, before any pipeline is built.
+ *
+ * QATTN_TEST_VALIDATION=0 runs without the validation layer.
+ * Exit 0 pass, 1 fail, 77 skipped (no Vulkan loader or device).
+ */
+#define _POSIX_C_SOURCE 200809L /* mkfifo, ftruncate, mkdtemp */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "qt_step.h"
+#include "qt_vk.h"
+
+static int failures;
+static int validation = 1;
+
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+            ++failures;                                                     \
+        }                                                                   \
+    } while (0)
+
+static qattn_context *own_ctx(void) {
+    char err[512];
+    qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
+    o.debug_validation = validation;
+    qattn_context *ctx = NULL;
+    qattn_status s = qattn_context_create(qattn_backend_vulkan(), &o, &ctx, err, sizeof err);
+    CHECK(s == QATTN_OK, "qattn_context_create: %s", err);
+    return ctx;
+}
+
+static uint64_t pipelines_created(qattn_context *ctx) {
+    qattn_vulkan_pipeline_stats st;
+    memset(&st, 0, sizeof st);
+    st.size = sizeof st;
+    CHECK(qattn_vulkan_pipeline_stats_get(ctx, &st) == QATTN_OK, "%s", qattn_last_error(ctx));
+    return st.created;
+}
+
+static int says(qattn_context *ctx, const char *a, const char *b) {
+    const char *m = qattn_last_error(ctx);
+    return strstr(m, a) && (!b || strstr(m, b));
+}
+
+/* Item 2: plans edited after planning are refused by the warm-up as by a
+ * run; nothing is built. The edits are harmless to a compiler (the reason
+ * text, the split count), so before the fix the warm-up returned OK. */
+static void test_warmup_checks_plans(const qt_step *s) {
+    qattn_context *ctx = own_ctx();
+    if (!ctx) return;
+    qattn_buffer *buf[QS_COUNT] = {0};
+    int ok = 1;
+    for (int i = 0; i < QS_COUNT && ok; ++i)
+        ok = qattn_buffer_alloc(ctx, s->bytes[i], &buf[i]) == QATTN_OK;
+    CHECK(ok, "buffers: %s", qattn_last_error(ctx));
+    qattn_decode_args de = qt_step_decode_args(s, buf, 0);
+    qattn_mqa_logits_args mq = qt_step_mqa_args(s, buf, 0);
+    qattn_decode_plan dp[2];
+    qattn_mqa_logits_plan mp;
+    CHECK(qattn_decode_plan_create(ctx, &de, NULL, &dp[0]) == QATTN_OK, "%s", qattn_last_error(ctx));
+    CHECK(qattn_mqa_logits_plan_create(ctx, &mq, NULL, &mp) == QATTN_OK, "%s", qattn_last_error(ctx));
+    qattn_vulkan_warmup_set set;
+    memset(&set, 0, sizeof set);
+    set.size = sizeof set;
+    set.decode_plans = dp;
+    set.n_decode_plans = 2;
+
+    dp[1] = dp[0];
+    dp[1].reason[QATTN_REASON_BYTES - 1] ^= 1;
+    qattn_status st = qattn_vulkan_warmup(ctx, &set);
+    CHECK(st == QATTN_ERR_INVALID_ARGUMENT && says(ctx, "decode_plans[1]", "changed after planning"),
+          "an edited decode plan (reason) warmed up: %s, %s", qattn_status_name(st), qattn_last_error(ctx));
+    dp[1] = dp[0];
+    dp[1].num_splits = dp[0].num_splits == 1 ? 2 : 1;
+    st = qattn_vulkan_warmup(ctx, &set);
+    CHECK(st == QATTN_ERR_INVALID_ARGUMENT && says(ctx, "decode_plans[1]", "changed after planning"),
+          "an edited decode plan (splits) warmed up: %s, %s", qattn_status_name(st), qattn_last_error(ctx));
+    set.n_decode_plans = 1;
+    set.mqa_plans = &mp;
+    set.n_mqa_plans = 1;
+    qattn_mqa_logits_plan good = mp;
+    mp.reason[QATTN_REASON_BYTES - 1] ^= 1;
+    st = qattn_vulkan_warmup(ctx, &set);
+    CHECK(st == QATTN_ERR_INVALID_ARGUMENT && says(ctx, "mqa_plans[0]", "changed after planning"),
+          "an edited MQA plan warmed up: %s, %s", qattn_status_name(st), qattn_last_error(ctx));
+    CHECK(pipelines_created(ctx) == 0, "refused warm-ups built %llu pipelines",
+          (unsigned long long)pipelines_created(ctx));
+    /* The unedited plans still warm up. */
+    mp = good;
+    st = qattn_vulkan_warmup(ctx, &set);
+    CHECK(st == QATTN_OK, "the planned plans: %s", qattn_last_error(ctx));
+    CHECK(pipelines_created(ctx) > 0, "the warm-up built nothing");
+    for (int i = 0; i < QS_COUNT; ++i) qattn_buffer_free(ctx, buf[i]);
+    qattn_context_free(ctx);
+}
+
+int main(void) {
+    char err[512];
+    const char *env = getenv("QATTN_TEST_VALIDATION");
+    validation = !(env && strcmp(env, "0") == 0);
+    qt_vk probe;
+    int rc = qt_vk_open(&probe, validation, NULL, err, sizeof err);
+    if (rc == 77) {
+        printf("skipped: %s\n", err);
+        return 77;
+    }
+    qt_vk_close(&probe);
+    if (rc != 0) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        return 1;
+    }
+    qt_step s;
+    if (!qt_step_make(&s, "vk_hardening/step")) {
+        fprintf(stderr, "FAIL: cannot make the step\n");
+        return 1;
+    }
+    test_warmup_checks_plans(&s);
+    qt_step_free(&s);
+    if (failures) {
+        fprintf(stderr, "vk_hardening: %d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("vk_hardening: warm-up plan checks: passed\n");
+    return 0;
+}
