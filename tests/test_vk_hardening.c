@@ -2,7 +2,10 @@
  * Issue 18's Vulkan findings, each a check that failed before its fix:
  *  - item 2: qattn_vulkan_warmup applies the plan checks of
  *    qattn_decode_run / qattn_mqa_logits_run: an edited plan is refused,
- *    naming it, before any pipeline is built.
+ *    naming it, before any pipeline is built;
+ *  - item 3: qattn_vulkan_pipeline_cache_load_file refuses a directory, a
+ *    FIFO (without blocking) and a file over
+ *    QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES (without reading it).
  *
  * QATTN_TEST_VALIDATION=0 runs without the validation layer.
  * Exit 0 pass, 1 fail, 77 skipped (no Vulkan loader or device).
@@ -106,6 +109,44 @@ static void test_warmup_checks_plans(const qt_step *s) {
     qattn_context_free(ctx);
 }
 
+/* Item 3: cache files that are not regular files or are larger than any
+ * cache are refused without reading them (a directory made the old code
+ * allocate LONG_MAX bytes; a FIFO blocked its fopen forever). */
+static void test_cache_files(void) {
+    qattn_context *ctx = own_ctx();
+    if (!ctx) return;
+    char dir[] = "/tmp/qattn_vk_hardening_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[128];
+    qattn_status st = qattn_vulkan_pipeline_cache_load_file(ctx, dir);
+    CHECK(st == QATTN_ERR_INVALID_ARGUMENT && says(ctx, "not a regular file", NULL), "a directory: %s, %s",
+          qattn_status_name(st), qattn_last_error(ctx));
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    if (mkfifo(path, 0600) == 0) {
+        st = qattn_vulkan_pipeline_cache_load_file(ctx, path);
+        CHECK(st == QATTN_ERR_INVALID_ARGUMENT && says(ctx, "not a regular file", NULL), "a FIFO: %s, %s",
+              qattn_status_name(st), qattn_last_error(ctx));
+        remove(path);
+    } else {
+        printf("skipped: the FIFO case (mkfifo failed here)\n");
+    }
+    /* A sparse file one byte over the cap: no disk, no read. */
+    snprintf(path, sizeof path, "%s/huge.bin", dir);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0 && ftruncate(fd, (off_t)QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES + 1) == 0, "sparse file");
+    if (fd >= 0) close(fd);
+    st = qattn_vulkan_pipeline_cache_load_file(ctx, path);
+    CHECK(st == QATTN_ERR_INVALID_ARGUMENT && says(ctx, "QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES", NULL),
+          "a file over the cap: %s, %s", qattn_status_name(st), qattn_last_error(ctx));
+    remove(path);
+    /* A regular file of a real cache still loads. */
+    CHECK(qattn_vulkan_pipeline_cache_save_file(ctx, path) == QATTN_OK, "%s", qattn_last_error(ctx));
+    CHECK(qattn_vulkan_pipeline_cache_load_file(ctx, path) == QATTN_OK, "%s", qattn_last_error(ctx));
+    remove(path);
+    rmdir(dir);
+    qattn_context_free(ctx);
+}
+
 int main(void) {
     char err[512];
     const char *env = getenv("QATTN_TEST_VALIDATION");
@@ -127,11 +168,12 @@ int main(void) {
         return 1;
     }
     test_warmup_checks_plans(&s);
+    test_cache_files();
     qt_step_free(&s);
     if (failures) {
         fprintf(stderr, "vk_hardening: %d check(s) failed\n", failures);
         return 1;
     }
-    printf("vk_hardening: warm-up plan checks: passed\n");
+    printf("vk_hardening: warm-up plan checks, cache files: passed\n");
     return 0;
 }

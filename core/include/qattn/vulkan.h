@@ -198,8 +198,15 @@ QATTN_API qattn_status qattn_vulkan_pipeline_cache_load(qattn_context *ctx, cons
  *  *bytes set to the size needed and nothing written). */
 QATTN_API qattn_status qattn_vulkan_pipeline_cache_save(qattn_context *ctx, void *data,
                                                         size_t *bytes);
+/** The largest pipeline-cache file load_file reads. A cache holds the
+ *  pipelines a context built: four decode and MQA pipelines made a 150 KB
+ *  blob on an H200 (about 38 KB each), so 64 MiB is room for over 1,500,
+ *  more than every variant and geometry a context builds. */
+#define QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES (64u << 20)
 /** The same through a file. load_file of a missing file returns
- *  QATTN_ERR_INVALID_ARGUMENT and loads nothing (a first run has none);
+ *  QATTN_ERR_INVALID_ARGUMENT and loads nothing (a first run has none), as
+ *  does a path that is not a regular file (a directory, a FIFO, a device)
+ *  or a file over QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES, which is not read;
  *  save_file replaces the file (written to path.tmp, then renamed). */
 QATTN_API qattn_status qattn_vulkan_pipeline_cache_load_file(qattn_context *ctx, const char *path);
 QATTN_API qattn_status qattn_vulkan_pipeline_cache_save_file(qattn_context *ctx, const char *path);
