@@ -400,6 +400,9 @@ qattn_status qattn_vk_import(const qattn_vulkan_device *d, const qattn_context_o
         snprintf(err, err_size, "device->instance: no %s (is it a Vulkan 1.3 instance?)", missing);
         s = QATTN_ERR_INVALID_ARGUMENT;
     }
+    /* Before anything is made on the instance (the messenger) or asked of
+     * the physical device through it. */
+    if (s == QATTN_OK) s = qattn_vk_check_phys_of_instance(vk, d->physical_device, err, err_size);
     if (s == QATTN_OK && vk->debug_validation) {
         if (!vk->vki.vkCreateDebugUtilsMessengerEXT || !vk->vki.vkDestroyDebugUtilsMessengerEXT) {
             snprintf(err, err_size, "options->debug_validation: the instance has no VK_EXT_debug_utils");

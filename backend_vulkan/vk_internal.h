@@ -196,6 +196,11 @@ typedef struct qattn_vk_offer {
 /* Picks vk->phys (and reads vk->props): selector NULL or "" = device 0,
  * a decimal index, or a case-insensitive substring of the name. */
 qattn_status qattn_vk_pick_device(qattn_vk *vk, const char *sel, char *err, size_t n);
+/* QATTN_OK when phys is one of the physical devices vkEnumeratePhysicalDevices
+ * lists for vk->instance (a caller's handles of another instance would put
+ * the messenger and every instance-level call on the wrong instance);
+ * otherwise INVALID_ARGUMENT naming device->physical_device. */
+qattn_status qattn_vk_check_phys_of_instance(qattn_vk *vk, VkPhysicalDevice phys, char *err, size_t n);
 /* Device properties every context needs, whoever made the device. */
 qattn_status qattn_vk_check_properties(qattn_vk *vk, char *err, size_t n);
 /* What vk->phys offers. */

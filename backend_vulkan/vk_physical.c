@@ -272,3 +272,22 @@ qattn_status qattn_vk_read_caps(qattn_vk *vk, const qattn_vk_offer *o, const qat
     }
     return QATTN_OK;
 }
+
+qattn_status qattn_vk_check_phys_of_instance(qattn_vk *vk, VkPhysicalDevice phys, char *err, size_t n) {
+    uint32_t count = 0;
+    VkResult r = vk->vki.vkEnumeratePhysicalDevices(vk->instance, &count, NULL);
+    VkPhysicalDevice *devs = r == VK_SUCCESS && count ? calloc(count, sizeof *devs) : NULL;
+    if (devs) r = vk->vki.vkEnumeratePhysicalDevices(vk->instance, &count, devs);
+    int found = 0;
+    for (uint32_t i = 0; devs && (r == VK_SUCCESS || r == VK_INCOMPLETE) && i < count; ++i)
+        found |= devs[i] == phys;
+    free(devs);
+    if (found) return QATTN_OK;
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        snprintf(err, n, "device->instance: vkEnumeratePhysicalDevices failed (%s)", qattn_vk_result_name(r));
+        return QATTN_ERR_INVALID_ARGUMENT;
+    }
+    snprintf(err, n, "device->physical_device: not one of the %u physical devices of device->instance "
+                     "(handles of another VkInstance?)", count);
+    return QATTN_ERR_INVALID_ARGUMENT;
+}

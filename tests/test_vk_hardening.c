@@ -5,7 +5,9 @@
  *    naming it, before any pipeline is built;
  *  - item 3: qattn_vulkan_pipeline_cache_load_file refuses a directory, a
  *    FIFO (without blocking) and a file over
- *    QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES (without reading it).
+ *    QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES (without reading it);
+ *  - item 5: qattn_vulkan_context_create refuses a physical device that
+ *    does not belong to the instance it is given.
  *
  * QATTN_TEST_VALIDATION=0 runs without the validation layer.
  * Exit 0 pass, 1 fail, 77 skipped (no Vulkan loader or device).
@@ -147,6 +149,38 @@ static void test_cache_files(void) {
     qattn_context_free(ctx);
 }
 
+/* Item 5: the physical device (and so the device) of one instance with
+ * another instance is refused, naming physical_device; before, the context
+ * was made and its debug messenger sat on the wrong instance. */
+static void test_foreign_handles(void) {
+    char err[512];
+    qt_vk a, b;
+    if (qt_vk_open(&a, 0, NULL, err, sizeof err) != 0) {
+        CHECK(0, "first instance: %s", err);
+        return;
+    }
+    if (qt_vk_open(&b, 0, NULL, err, sizeof err) != 0) {
+        CHECK(0, "second instance: %s", err);
+        qt_vk_close(&a);
+        return;
+    }
+    qattn_vulkan_device d = qt_vk_import_desc(&b);
+    d.instance = a.instance;
+    d.get_instance_proc_addr = (void (*(*)(VkInstance, const char *))(void))a.gipa;
+    qattn_context *ctx = NULL;
+    qattn_status st = qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err);
+    CHECK(st == QATTN_ERR_INVALID_ARGUMENT && !ctx && strstr(err, "physical_device"),
+          "a physical device of another instance: %s, %s", qattn_status_name(st), err);
+    qattn_context_free(ctx);
+    /* Each instance with its own handles still works. */
+    d = qt_vk_import_desc(&b);
+    st = qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err);
+    CHECK(st == QATTN_OK, "matching handles: %s", err);
+    qattn_context_free(ctx);
+    qt_vk_close(&b);
+    qt_vk_close(&a);
+}
+
 int main(void) {
     char err[512];
     const char *env = getenv("QATTN_TEST_VALIDATION");
@@ -169,11 +203,12 @@ int main(void) {
     }
     test_warmup_checks_plans(&s);
     test_cache_files();
+    test_foreign_handles();
     qt_step_free(&s);
     if (failures) {
         fprintf(stderr, "vk_hardening: %d check(s) failed\n", failures);
         return 1;
     }
-    printf("vk_hardening: warm-up plan checks, cache files: passed\n");
+    printf("vk_hardening: warm-up plan checks, cache files, foreign handles: passed\n");
     return 0;
 }
