@@ -353,11 +353,13 @@ qattn_status qattn_vk_create(const qattn_context_options *options, void **be, ch
     vk->debug_validation = options && options->debug_validation;
     const char *sel = options ? options->device : NULL;
     if (!sel || !*sel) sel = getenv("QATTN_VULKAN_DEVICE");
-    s = qattn_vk_create_instance(vk, vk->debug_validation, err, err_size);
+    qattn_vk_lifetime_lock();
+    s = qattn_vk_acquire_instance(vk, vk->debug_validation, err, err_size);
     if (s == QATTN_OK) s = qattn_vk_pick_device(vk, sel, err, err_size);
     if (s == QATTN_OK) s = create_device(vk, err, err_size);
     if (s == QATTN_OK) s = create_runtime(vk, err, err_size);
-    return finish_create(vk, s, be, err, err_size);
+    qattn_vk_lifetime_unlock();
+    return finish_create(vk, s, be, err, err_size); /* destroys on failure, taking the lock */
 }
 
 qattn_status qattn_vk_import(const qattn_vulkan_device *d, const qattn_context_options *options, void **be,
@@ -425,6 +427,7 @@ qattn_status qattn_vk_import(const qattn_vulkan_device *d, const qattn_context_o
 void qattn_vk_destroy(void *be) {
     qattn_vk *vk = (qattn_vk *)be;
     if (!vk) return;
+    qattn_vk_lifetime_lock();
     if (vk->device && vk->vkd.vkDestroyDevice) {
         /* An own device may still run transfers' or ops' last work only if a
          * call failed midway; an imported one is the caller's to wait for
@@ -445,7 +448,8 @@ void qattn_vk_destroy(void *be) {
         if (destroy) destroy(vk->device, NULL);
     }
     if (vk->messenger) vk->vki.vkDestroyDebugUtilsMessengerEXT(vk->instance, vk->messenger, NULL);
-    if (vk->instance && !vk->imported && vk->vki.vkDestroyInstance) vk->vki.vkDestroyInstance(vk->instance, NULL);
+    qattn_vk_release_instance(vk);
+    qattn_vk_lifetime_unlock();
     free(vk);
 }
 

@@ -6,7 +6,16 @@
  * No Vulkan entry point is shared between contexts: volk's global loader
  * functions (vkCreateInstance, ...) are loaded once, instance-level ones go
  * into the context's own table (vki) and device-level ones into its
- * VolkDeviceTable (vkd). */
+ * VolkDeviceTable (vkd).
+ *
+ * One VkInstance per process serves every context qattn makes itself
+ * without validation: created with the first, counted, destroyed with the
+ * last. A context with the validation layer keeps an instance of its own,
+ * because a debug messenger hears the whole instance and each context must
+ * see only its own messages. Creating and destroying instances and devices
+ * is serialised by one process-wide lock (qattn_vk_lifetime_lock): the
+ * NVIDIA driver crashed when one thread made or destroyed its instance
+ * while another destroyed a device. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +112,13 @@ VkDebugUtilsMessengerCreateInfoEXT qattn_vk_messenger_info(qattn_vk *vk) {
     return mci;
 }
 
+static pthread_mutex_t lifetime_lock = PTHREAD_MUTEX_INITIALIZER;
+static VkInstance shared_instance;  /* under lifetime_lock */
+static unsigned shared_refs;        /* contexts on shared_instance */
+
+void qattn_vk_lifetime_lock(void) { pthread_mutex_lock(&lifetime_lock); }
+void qattn_vk_lifetime_unlock(void) { pthread_mutex_unlock(&lifetime_lock); }
+
 static int has_layer(const char *name) {
     uint32_t n = 0;
     if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return 0;
@@ -160,4 +176,42 @@ qattn_status qattn_vk_create_instance(qattn_vk *vk, int validation, char *err, s
         }
     }
     return QATTN_OK;
+}
+
+qattn_status qattn_vk_acquire_instance(qattn_vk *vk, int validation, char *err, size_t n) {
+    if (validation) return qattn_vk_create_instance(vk, 1, err, n);
+    if (shared_refs == 0) {
+        qattn_status s = qattn_vk_create_instance(vk, 0, err, n);
+        if (s != QATTN_OK) return s; /* destroy releases what was made */
+        shared_instance = vk->instance;
+    } else {
+        vk->instance = shared_instance;
+        const char *missing = qattn_vk_load_instance_table(vk, vkGetInstanceProcAddr);
+        if (missing) { /* it loaded for the first context: cannot happen */
+            vk->instance = VK_NULL_HANDLE;
+            snprintf(err, n, "vulkan: the instance has no %s", missing);
+            return QATTN_ERR_BACKEND_UNAVAILABLE;
+        }
+    }
+    ++shared_refs;
+    vk->shared_instance = 1;
+    return QATTN_OK;
+}
+
+void qattn_vk_release_instance(qattn_vk *vk) {
+    if (!vk->instance || vk->imported) return;
+    if (vk->shared_instance) {
+        if (--shared_refs == 0) {
+            vk->vki.vkDestroyInstance(shared_instance, NULL);
+            shared_instance = VK_NULL_HANDLE;
+        }
+    } else if (vk->vki.vkDestroyInstance) {
+        vk->vki.vkDestroyInstance(vk->instance, NULL);
+    } else { /* made, but its table not loaded */
+        PFN_vkDestroyInstance destroy =
+            (PFN_vkDestroyInstance)vkGetInstanceProcAddr(vk->instance, "vkDestroyInstance");
+        if (destroy) destroy(vk->instance, NULL);
+    }
+    vk->instance = VK_NULL_HANDLE;
+    vk->shared_instance = 0;
 }

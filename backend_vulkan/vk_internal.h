@@ -106,6 +106,7 @@ typedef struct qattn_vk {
     uint32_t queue_family;
     uint32_t queue_index;
     int imported;                       /* instance, device, queue are the caller's */
+    int shared_instance;                /* instance is the process's shared one */
 
     VkPhysicalDeviceProperties props;
     uint32_t mem_device;                /* memory type index: device-local */
@@ -178,6 +179,17 @@ VkDebugUtilsMessengerCreateInfoEXT qattn_vk_messenger_info(qattn_vk *vk);
 /* Creates qattn's own instance (with the validation layer and messenger
  * when `validation`) and loads vk->vki. */
 qattn_status qattn_vk_create_instance(qattn_vk *vk, int validation, char *err, size_t n);
+/* The process-wide lock every creation and destruction of a context's
+ * instance and device runs under. */
+void qattn_vk_lifetime_lock(void);
+void qattn_vk_lifetime_unlock(void);
+/* Under the lifetime lock: vk->instance (and vk->vki) for a context qattn
+ * makes itself: the process's shared instance (made by the first such
+ * context) without validation, an own one with it (its messenger must hear
+ * only this context). Release gives it back (destroying the shared one
+ * with its last context); both leave an imported instance alone. */
+qattn_status qattn_vk_acquire_instance(qattn_vk *vk, int validation, char *err, size_t n);
+void qattn_vk_release_instance(qattn_vk *vk);
 
 /* ---- physical device: selection, features, caps (vk_physical.c) -------- */
 /* The features qattn's shaders use: required ones first. */
