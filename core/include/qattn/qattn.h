@@ -395,7 +395,10 @@ QATTN_API qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps,
                                                  size_t err_size);
 /** Runs a plan. `workspace` must hold plan->workspace_bytes from
  *  `workspace_offset` (may be NULL when that is 0). Never allocates.
- *  Validates args against the plan's shape before launching. */
+ *  Validates args against the plan's shape before launching. Every op
+ *  refuses (QATTN_ERR_INVALID_ARGUMENT, naming both) an output whose bytes
+ *  overlap an input's, another output's or the workspace's (docs/ops.md,
+ *  "Memory"). */
 QATTN_API qattn_status qattn_decode_run(qattn_context *ctx,
                                         const qattn_decode_plan *plan,
                                         const qattn_decode_args *args,
