@@ -14,65 +14,23 @@
 #include <stdio.h>
 
 #include "internal.h" /* struct qattn_buffer, qattn__ref_decode */
-#include "test_ctx.h"
-#include "test_rng.h"
+#include "decode_fixture.h"
 
-enum { B = 2, R = 1, HQ = 4, HKV = 2, D = 64, NS = 32, P = 4, NPAGES = 8 };
 enum { O_BYTES = B * R * HQ * D * 2, LSE_BYTES = B * R * HQ * 4 };
 
-typedef struct fix {
-    qattn_context *ctx;
-    qattn_buffer *q, *kc, *vc, *indptr, *indices, *lens, *o, *lse, *ws;
-    qattn_decode_args a;
-    qattn_decode_plan plan;
-} fix;
-
-static const int32_t INDPTR[B + 1] = {0, 4, 8}, LENS[B] = {13, 16},
-                     PAGES[NPAGES] = {7, 1, 2, 3, 4, 5, 6, 0};
+/* The plan of f->a (with lse), made once per test. */
+static qattn_decode_plan g_plan;
 
 static int setup(void **state) {
-    fix *f = calloc(1, sizeof *f);
-    qt_rng rng = qt_rng_for("alias");
-    f->ctx = qt_cpu_ctx();
-    uint16_t q[B * R * HQ * D], kv[NS * HKV * D];
-    qt_fill_bf16(&rng, q, B * R * HQ * D, 1.0f);
-    f->q = qt_buf(f->ctx, q, sizeof q);
-    qt_fill_bf16(&rng, kv, NS * HKV * D, 1.0f);
-    f->kc = qt_buf(f->ctx, kv, sizeof kv);
-    qt_fill_bf16(&rng, kv, NS * HKV * D, 1.0f);
-    f->vc = qt_buf(f->ctx, kv, sizeof kv);
-    f->indptr = qt_buf(f->ctx, INDPTR, sizeof INDPTR);
-    f->indices = qt_buf(f->ctx, PAGES, sizeof PAGES);
-    f->lens = qt_buf(f->ctx, LENS, sizeof LENS);
-    f->o = qt_buf(f->ctx, NULL, O_BYTES);
+    fix *f = qf_setup("alias");
     f->lse = qt_buf(f->ctx, NULL, LSE_BYTES);
-    qattn_decode_args *a = &f->a;
-    a->q = qattn_tensor_contiguous(f->q, 0, QATTN_BF16, 4, (int64_t[]){B, R, HQ, D});
-    a->k_cache = qattn_tensor_contiguous(f->kc, 0, QATTN_BF16, 3, (int64_t[]){NS, HKV, D});
-    a->v_cache = qattn_tensor_contiguous(f->vc, 0, QATTN_BF16, 3, (int64_t[]){NS, HKV, D});
-    a->kv_indptr = qattn_tensor_contiguous(f->indptr, 0, QATTN_I32, 1, (int64_t[]){B + 1});
-    a->kv_indices = qattn_tensor_contiguous(f->indices, 0, QATTN_I32, 1, (int64_t[]){NPAGES});
-    a->kv_lens = qattn_tensor_contiguous(f->lens, 0, QATTN_I32, 1, (int64_t[]){B});
-    a->o = qattn_tensor_contiguous(f->o, 0, QATTN_BF16, 4, (int64_t[]){B, R, HQ, D});
-    a->lse = qattn_tensor_contiguous(f->lse, 0, QATTN_F32, 3, (int64_t[]){B, R, HQ});
-    a->page_size = P;
-    a->max_kv_len = 16;
-    a->sm_scale = 0.125f;
-    a->window_left = -1;
-    assert_int_equal(qattn_decode_plan_create(f->ctx, a, NULL, &f->plan), QATTN_OK);
-    f->ws = qt_buf(f->ctx, NULL, f->plan.workspace_bytes + 4096); /* room for other plans */
+    f->a.lse = qattn_tensor_contiguous(f->lse, 0, QATTN_F32, 3, (int64_t[]){B, R, HQ});
+    assert_int_equal(qattn_decode_plan_create(f->ctx, &f->a, NULL, &g_plan), QATTN_OK);
     *state = f;
     return 0;
 }
 
-static int teardown(void **state) {
-    fix *f = *state;
-    qattn_buffer *all[] = {f->q, f->kc, f->vc, f->indptr, f->indices, f->lens, f->o, f->lse, f->ws};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) qattn_buffer_free(f->ctx, all[i]);
-    qattn_context_free(f->ctx);
-    free(f);
-    return 0;
-}
+static int teardown(void **state) { return qf_teardown(state); }
 
 /* The call was refused, naming both tensors and the rule. */
 static void refused(qattn_context *ctx, qattn_status s, const char *out, const char *in) {
@@ -106,8 +64,8 @@ static void test_decode_outputs_over_inputs(void **state) {
     fix *f = *state;
     /* one buffer: [kv_indices | kv_lens | rest of o], o and lse from 0 */
     qattn_buffer *shared = qt_buf(f->ctx, NULL, O_BYTES);
-    assert_int_equal(qattn_buffer_upload(f->ctx, shared, 0, PAGES, sizeof PAGES), QATTN_OK);
-    assert_int_equal(qattn_buffer_upload(f->ctx, shared, sizeof PAGES, LENS, sizeof LENS), QATTN_OK);
+    assert_int_equal(qattn_buffer_upload(f->ctx, shared, 0, QF_PAGES, sizeof QF_PAGES), QATTN_OK);
+    assert_int_equal(qattn_buffer_upload(f->ctx, shared, sizeof QF_PAGES, QF_LENS, sizeof QF_LENS), QATTN_OK);
     unsigned char *before = snapshot(f->ctx, shared);
 
     qattn_decode_args a = f->a;
@@ -132,7 +90,7 @@ static void test_decode_outputs_over_inputs(void **state) {
     a = f->a;
     a.kv_lens = qattn_tensor_contiguous(shared, LSE_BYTES - 8, QATTN_I32, 1, (int64_t[]){B});
     a.lse = qattn_tensor_contiguous(shared, 0, QATTN_F32, 3, (int64_t[]){B, R, HQ});
-    refused(f->ctx, qattn_decode_run(f->ctx, &f->plan, &a, f->ws, 0), "lse", "kv_lens");
+    refused(f->ctx, qattn_decode_run(f->ctx, &g_plan, &a, f->ws, 0), "lse", "kv_lens");
     unchanged(f->ctx, shared, before);
     assert_true(qt_buf_all(f->ctx, f->o, QT_POISON));
 
@@ -155,7 +113,7 @@ static void test_decode_outputs_over_inputs(void **state) {
     }
     a = f->a;
     a.lse = qattn_tensor_contiguous(f->o, 0, QATTN_F32, 3, (int64_t[]){B, R, HQ});
-    refused(f->ctx, qattn_decode_run(f->ctx, &f->plan, &a, f->ws, 0), "lse", "o");
+    refused(f->ctx, qattn_decode_run(f->ctx, &g_plan, &a, f->ws, 0), "lse", "o");
     assert_true(qt_buf_all(f->ctx, f->o, QT_POISON));
     free(before);
     qattn_buffer_free(f->ctx, shared);
@@ -164,7 +122,7 @@ static void test_decode_outputs_over_inputs(void **state) {
 /* The workspace is written by the run: it may not overlap any tensor. */
 static void test_workspace_over_tensors(void **state) {
     fix *f = *state;
-    const uint64_t wsb = f->plan.workspace_bytes;
+    const uint64_t wsb = g_plan.workspace_bytes;
     assert_true(wsb > 0); /* decode always merges through the workspace */
     qattn_buffer *big = qt_buf(f->ctx, NULL, wsb + O_BYTES + 64);
     qattn_decode_args a = f->a;
@@ -185,13 +143,13 @@ static void test_workspace_over_tensors(void **state) {
  * page table in one buffer give the same answer as separate buffers. */
 static void test_disjoint_ranges_run(void **state) {
     fix *f = *state;
-    assert_int_equal(qattn_decode_run(f->ctx, &f->plan, &f->a, f->ws, 0), QATTN_OK);
+    assert_int_equal(qattn_decode_run(f->ctx, &g_plan, &f->a, f->ws, 0), QATTN_OK);
     unsigned char *want_o = snapshot(f->ctx, f->o), *want_lse = snapshot(f->ctx, f->lse);
     const uint64_t o_at = 64, lse_at = 64 + O_BYTES;
     qattn_buffer *one = qt_buf(f->ctx, NULL, lse_at + LSE_BYTES);
-    assert_int_equal(qattn_buffer_upload(f->ctx, one, 0, INDPTR, sizeof INDPTR), QATTN_OK);
-    assert_int_equal(qattn_buffer_upload(f->ctx, one, 16, PAGES, sizeof PAGES), QATTN_OK);
-    assert_int_equal(qattn_buffer_upload(f->ctx, one, 48, LENS, sizeof LENS), QATTN_OK);
+    assert_int_equal(qattn_buffer_upload(f->ctx, one, 0, QF_INDPTR, sizeof QF_INDPTR), QATTN_OK);
+    assert_int_equal(qattn_buffer_upload(f->ctx, one, 16, QF_PAGES, sizeof QF_PAGES), QATTN_OK);
+    assert_int_equal(qattn_buffer_upload(f->ctx, one, 48, QF_LENS, sizeof QF_LENS), QATTN_OK);
     qattn_decode_args a = f->a;
     a.kv_indptr = qattn_tensor_contiguous(one, 0, QATTN_I32, 1, (int64_t[]){B + 1});
     a.kv_indices = qattn_tensor_contiguous(one, 16, QATTN_I32, 1, (int64_t[]){NPAGES});
@@ -215,15 +173,15 @@ static void test_wraps_of_one_array(void **state) {
     fix *f = *state;
     static unsigned char host[O_BYTES + 64];
     memset(host, QT_POISON, sizeof host);
-    memcpy(host + 32, PAGES, sizeof PAGES);
+    memcpy(host + 32, QF_PAGES, sizeof QF_PAGES);
     qattn_buffer *wo = NULL, *wi = NULL;
     assert_int_equal(qattn_buffer_wrap(f->ctx, host, O_BYTES, &wo), QATTN_OK);
-    assert_int_equal(qattn_buffer_wrap(f->ctx, host + 32, sizeof PAGES, &wi), QATTN_OK);
+    assert_int_equal(qattn_buffer_wrap(f->ctx, host + 32, sizeof QF_PAGES, &wi), QATTN_OK);
     qattn_decode_args a = f->a;
     a.o = qattn_tensor_contiguous(wo, 0, QATTN_BF16, 4, (int64_t[]){B, R, HQ, D});
     a.kv_indices = qattn_tensor_contiguous(wi, 0, QATTN_I32, 1, (int64_t[]){NPAGES});
-    refused(f->ctx, qattn_decode_run(f->ctx, &f->plan, &a, f->ws, 0), "o", "kv_indices");
-    assert_memory_equal(host + 32, PAGES, sizeof PAGES);
+    refused(f->ctx, qattn_decode_run(f->ctx, &g_plan, &a, f->ws, 0), "o", "kv_indices");
+    assert_memory_equal(host + 32, QF_PAGES, sizeof QF_PAGES);
     qattn_buffer_free(f->ctx, wo);
     qattn_buffer_free(f->ctx, wi);
 }
@@ -282,21 +240,27 @@ static void test_kv_store_outputs_over_inputs(void **state) {
     qattn_context_free(ctx);
 }
 
+/* A buffer of n seeded random fp8 codes, or f32 values in [0.5, 1). */
+static qattn_buffer *rand_buf(qattn_context *ctx, qt_rng *rng, qattn_dtype dt, size_t n) {
+    const size_t bytes = n * qattn_dtype_size(dt);
+    void *host = malloc(bytes);
+    if (dt == QATTN_F32) qt_fill_f32_pos(rng, host, n, 0.5f, 1.0f);
+    else qt_fill_fp8(rng, host, n, dt, 2.0f);
+    qattn_buffer *b = qt_buf(ctx, host, bytes);
+    free(host);
+    return b;
+}
+
 /* MQA logits: the output over ks. */
 static void test_mqa_logits_over_input(void **state) {
     (void)state;
     enum { S = 4, H = 4, MD = 64, SKV = 8 };
     qattn_context *ctx = qt_cpu_ctx();
     qt_rng rng = qt_rng_for("alias_mqa");
-    uint8_t q[S * H * MD], k[SKV * MD];
-    float ksc[SKV], w[S * H];
-    int32_t ks[S] = {0, 1, 2, 3}, ke[S] = {8, 8, 8, 8};
-    qt_fill_fp8(&rng, q, sizeof q, QATTN_FP8_E4M3FN, 2.0f);
-    qt_fill_fp8(&rng, k, sizeof k, QATTN_FP8_E4M3FN, 2.0f);
-    qt_fill_f32_pos(&rng, ksc, SKV, 0.5f, 1.0f);
-    qt_fill_f32_pos(&rng, w, S * H, 0.5f, 1.0f);
-    qattn_buffer *bq = qt_buf(ctx, q, sizeof q), *bk = qt_buf(ctx, k, sizeof k);
-    qattn_buffer *bks = qt_buf(ctx, ksc, sizeof ksc), *bw = qt_buf(ctx, w, sizeof w);
+    const int32_t ks[S] = {0, 1, 2, 3}, ke[S] = {8, 8, 8, 8};
+    qattn_buffer *bq = rand_buf(ctx, &rng, QATTN_FP8_E4M3FN, S * H * MD);
+    qattn_buffer *bk = rand_buf(ctx, &rng, QATTN_FP8_E4M3FN, SKV * MD);
+    qattn_buffer *bks = rand_buf(ctx, &rng, QATTN_F32, SKV), *bw = rand_buf(ctx, &rng, QATTN_F32, S * H);
     qattn_buffer *be = qt_buf(ctx, ke, sizeof ke);
     qattn_buffer *bl = qt_buf(ctx, NULL, S * SKV * 4);
     assert_int_equal(qattn_buffer_upload(ctx, bl, 4 * SKV * 4 - sizeof ks, ks, sizeof ks), QATTN_OK);

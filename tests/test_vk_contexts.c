@@ -13,26 +13,15 @@
  */
 #define _POSIX_C_SOURCE 200809L /* pthread_barrier_t */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "qattn/vulkan.h"
 #include "qt_step.h"
+#include "qt_check.h"
 
-static atomic_int failures;
 static qt_step step; /* inputs and reference, read-only once made */
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            atomic_fetch_add(&failures, 1);                                 \
-        }                                                                   \
-    } while (0)
 
 /* QATTN_TEST_VALIDATION=0 (a GPU machine without the layer): every
  * context without validation. */
@@ -248,8 +237,8 @@ int main(void) {
     test_shared_instance();
     test_churn();
     qt_step_free(&step);
-    if (failures) {
-        fprintf(stderr, "vk_contexts: %d check(s) failed\n", (int)failures);
+    if (qt_failures) {
+        fprintf(stderr, "vk_contexts: %d check(s) failed\n", (int)qt_failures);
         return 1;
     }
     printf("vk_contexts: interleaved contexts with and without validation, 1, 2 and N threads, one "

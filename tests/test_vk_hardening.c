@@ -22,19 +22,9 @@
 
 #include "qt_step.h"
 #include "qt_vk.h"
+#include "qt_check.h"
 
-static int failures;
 static int validation = 1;
-
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            ++failures;                                                     \
-        }                                                                   \
-    } while (0)
 
 static qattn_context *own_ctx(void) {
     char err[512];
@@ -205,8 +195,8 @@ int main(void) {
     test_cache_files();
     test_foreign_handles();
     qt_step_free(&s);
-    if (failures) {
-        fprintf(stderr, "vk_hardening: %d check(s) failed\n", failures);
+    if (qt_failures) {
+        fprintf(stderr, "vk_hardening: %d check(s) failed\n", (int)qt_failures);
         return 1;
     }
     printf("vk_hardening: warm-up plan checks, cache files, foreign handles: passed\n");
