@@ -284,6 +284,9 @@ void qattn_vk_barrier(qattn_vk *vk);
 /* Finishes the op as its mode says (above) and checks validation messages.
  * `what` names the op in failure texts. */
 qattn_status qattn_vk_submit(qattn_vk *vk, const char *what);
+/* Ends vk->cmd, submits it and waits for it (ops through qattn_vk_submit,
+ * and the staging transfers); `what` names a failed submit or wait. */
+qattn_status qattn_vk_end_submit_wait(qattn_vk *vk, const char *what);
 /* Ends an op begun with qattn_vk_begin without submitting it. */
 void qattn_vk_abandon(qattn_vk *vk);
 qattn_status qattn_vk_synchronize(void *be);
@@ -296,11 +299,10 @@ qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *args);
 /* qattn_read_stream (vk_bandwidth.c). */
 qattn_status qattn_vk_read_stream(void *be, void *src, uint64_t offset, uint64_t bytes, void *sum,
                                   uint64_t sum_offset);
-/* Implemented in vk_mqa_logits.c (compiled with QATTN_VK_HAVE_MQA defined
- * when that file exists). */
+/* MQA logits (vk_mqa_logits.c). */
 qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
                                  const qattn_mqa_logits_args *args, const qattn_workspace *ws);
-/* Also from vk_mqa_logits.c (required there): whether this device can run
+/* Also from vk_mqa_logits.c: whether this device can run
  * `plan` (the iface's supports_op answer for QATTN_OP_MQA_LOGITS). */
 int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *plan);
 /* The MQA kernels' specialization constants for a plan (geometry, formats,

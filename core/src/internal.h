@@ -32,6 +32,16 @@ qattn_status qattn__err(char *err, size_t err_size, qattn_status s, const char *
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+/* Appends a sentence to a plan's reason text of n bytes ("; "-separated,
+ * truncating, never overflowing). */
+void qattn__append_reason(char *reason, size_t n, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* ASCII case-insensitive equality of two names (variant names in the
+ * environment); qattn_name_contains (qattn/backend.h) is the substring form. */
+int qattn__name_is(const char *a, const char *b);
 /* Sets ctx's last error and returns s. */
 qattn_status qattn__fail(qattn_context *ctx, qattn_status s, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -64,7 +74,6 @@ qattn_status qattn__check_tensor_bcast(const qattn_tensor *t, const char *name, 
 /* Byte extent [first, last] a tensor touches; returns QATTN_ERR_OVERFLOW on
  * int64 overflow. */
 qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64_t *end_excl);
-int qattn__tensor_is_contiguous(const qattn_tensor *t);
 /* The bounds every size a planner or kernel computes with relies on, for a
  * descriptor that may have no buffer (the pure planners): rank in
  * rank_lo..rank_hi, every shape and stride in 0..INT32_MAX, the byte extent

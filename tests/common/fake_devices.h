@@ -27,7 +27,7 @@ static inline qattn_device_caps caps_lavapipe(void) {
     c.max_shared_bytes = 32768;
     c.max_workgroup_size = 1024;
     c.features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT |
-                 QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_SUBGROUP_SIZE_CONTROL;
+                 QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_SUBGROUP_SIZE_CONTROL;
     return c;
 }
 
@@ -72,9 +72,7 @@ static inline qattn_device_caps caps_gfx942(void) {
     c.max_shared_bytes = 65536;
     c.max_workgroup_size = 1024;
     c.features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT |
-                 QATTN_FEAT_COOPMAT | QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX |
-                 QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS;
-    c.fp8_matrix_native = QATTN_FP8_E4M3FNUZ;
+                 QATTN_FEAT_COOPMAT | QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS;
     c.matrix_shapes[0] = mshape(16, 16, 16, QATTN_F16, QATTN_F32);
     c.matrix_shapes[1] = mshape(32, 32, 8, QATTN_F16, QATTN_F32);
     c.matrix_shapes[2] = mshape(16, 16, 32, QATTN_FP8_E4M3FNUZ, QATTN_F32);

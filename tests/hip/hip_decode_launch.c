@@ -56,7 +56,6 @@ static target target_of(int which) {
         t.bit = QH_T_GFX942;
         t.wave = 64;
         c->compute_units = 304;
-        c->features |= QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
         qattn_matrix_shape f8 = {0};
         f8.m = f8.n = 16;
         f8.k = 32;
@@ -68,7 +67,6 @@ static target target_of(int which) {
         t.bit = QH_T_GFX12;
         t.wave = 32;
         c->compute_units = 64;
-        c->features |= QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
     } else {
         t.name = "cuda";
         t.bit = QH_T_NV;

@@ -74,9 +74,7 @@ static qattn_device_caps amd_caps(int gfx12) {
     c.max_shared_bytes = 65536;
     c.max_workgroup_size = 1024;
     c.features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT |
-                 QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_COOPMAT |
-                 QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
-    c.fp8_matrix_native = gfx12 ? QATTN_FP8_E4M3FN : QATTN_FP8_E4M3FNUZ;
+                 QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_COOPMAT;
     /* what the HIP runtime lists (hip_runtime.c fill_caps): the tiled
      * decode's f16 shape, and gfx942's fp8 MFMA of the staged MQA kernel */
     c.n_matrix_shapes = gfx12 ? 1 : 2;
