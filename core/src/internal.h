@@ -82,13 +82,9 @@ qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t 
                                int32_t rank_hi, char *err, size_t n);
 int qattn__is_fp8(qattn_dtype t);
 
-/* How kernels address a K/V cache or its scales: qattn_cache_view
- * (qattn/backend.h), public so backends share the one description. */
-typedef qattn_cache_view qattn__cache_view;
-static inline qattn__cache_view qattn__cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size) {
-    return qattn_cache_view_of(t, is_scale, page_size);
-}
-/* Whether a cache (is_scale 0) or scale tensor is in the paged rank-4
+/* How kernels address a K/V cache or its scales is qattn_cache_view
+ * (qattn/backend.h, made by tensor.c), public so backends share the one
+ * description. Whether a cache (is_scale 0) or scale tensor is in the paged rank-4
  * (scales: rank-3) form. */
 static inline int qattn__cache_is_paged(const qattn_tensor *t, int is_scale) {
     return t->rank == (is_scale ? 3 : 4);
@@ -104,7 +100,7 @@ static inline int64_t qattn__cache_heads(const qattn_tensor *t) { return t->shap
 static inline int64_t qattn__cache_head_dim(const qattn_tensor *t) { return t->shape[t->rank - 1]; }
 /* Element offset of (slot, head g) in a view: the start of that head's row
  * (add d for a cache's element d). slot must be inside the cache. */
-static inline int64_t qattn__cache_offset(const qattn__cache_view *v, int64_t slot, int64_t g) {
+static inline int64_t qattn__cache_offset(const qattn_cache_view *v, int64_t slot, int64_t g) {
     return slot / v->page_rows * v->page_stride + slot % v->page_rows * v->row_stride +
            g * v->head_stride;
 }
