@@ -3,7 +3,7 @@
  * files such as vk_mqa_logits.c). Not installed.
  *
  * How an op runs on this backend
- *   1. Get pipelines:   qattn_vk_pipeline(vk, "decode_generic_fp8fn", spec, n, push_bytes, 0, &p)
+ *   1. Get pipelines:   qattn_vk_pipeline(vk, "decode_simt_fp8fn", spec, n, push_bytes, 0, &p)
  *      Pipelines are created on first use from the embedded SPIR-V (see
  *      shaders/CMakeLists.txt: the name is the qattn_shader() NAME) and cached
  *      per (shader name, specialization constants, required subgroup size).

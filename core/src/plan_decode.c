@@ -6,7 +6,8 @@
  *
  * One design, two variants (shaders/decode_tiled.comp, docs/design.md):
  *   matrix  the tiles' products on the matrix unit (f16 operands): fp8 and
- *           int8 caches, a 16x8x16 or 16x16x16 f16 -> f32 shape ->
+ *           int8 caches on a device with a 16x8x16 or 16x16x16 f16 -> f32
+ *           shape; AUTO takes it whenever its gate passes;
  *   simt    the same tiles with dot products on the vector units: any
  *           device, every dtype.
  * A pinned variant whose gate fails is an error naming the condition.
