@@ -354,12 +354,26 @@ qattn_status qattn_decode_plan_create(qattn_context *ctx, const qattn_decode_arg
     /* validation checked the shapes' bounds and o is read: plan directly */
     s = plan_checked(&ctx->caps, args, &o, &p, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
-    /* A pinned variant this backend cannot run is the variant gate's answer,
-     * as in the MQA planner; an unpinned plan it cannot run is unsupported. */
+    /* The backend may refuse a plan its caps allowed (a shader it lacks).
+     * The one policy of every planner (docs/design.md): a pinned variant is
+     * then a gate failure; AUTO steps down to the next variant (matrix to
+     * simt, with the refusal in the reason); only a refused simt plan is
+     * unsupported. */
     const int pinned = o.variant != QATTN_DECODE_AUTO;
-    if (ctx->iface->supports_op && !ctx->iface->supports_op(ctx->be, QATTN_OP_DECODE, &p))
+    const qattn_backend_iface *ifc = ctx->iface;
+    if (ifc->supports_op && !ifc->supports_op(ctx->be, QATTN_OP_DECODE, &p) && !pinned &&
+        p.variant == QATTN_DECODE_MATRIX) {
+        qattn_decode_options simt = o;
+        simt.variant = QATTN_DECODE_SIMT;
+        s = plan_checked(&ctx->caps, args, &simt, &p, ctx->last_error, sizeof ctx->last_error);
+        if (s != QATTN_OK) return s;
+        qattn_decode_plan stepped = p;
+        snprintf(stepped.reason, sizeof stepped.reason, "matrix refused by the backend");
+        qattn__seal_decode_plan(&p, &stepped, args); /* the reason changed */
+    }
+    if (ifc->supports_op && !ifc->supports_op(ctx->be, QATTN_OP_DECODE, &p))
         return qattn__fail(ctx, pinned ? QATTN_ERR_VARIANT_GATE : QATTN_ERR_UNSUPPORTED,
-                           "decode: the %s backend on %s cannot run variant %s%s", ctx->iface->name,
+                           "decode: the %s backend on %s cannot run variant %s%s", ifc->name,
                            ctx->caps.arch, qattn_decode_variant_name(p.variant), pinned ? " (pinned)" : "");
     *plan = p;
     return QATTN_OK;

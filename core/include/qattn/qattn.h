@@ -382,7 +382,10 @@ typedef struct qattn_decode_plan {
 /** Plans decode attention for ctx's device. Validates every descriptor
  *  first. `options` may be NULL; QATTN_DECODE_VARIANT in the environment pins
  *  a variant when options do not. Returns QATTN_ERR_VARIANT_GATE when a
- *  pinned variant cannot run, naming the failed condition. */
+ *  pinned variant cannot run, naming the failed condition. When the backend
+ *  refuses an AUTO plan of the matrix variant, the plan steps down to simt
+ *  ("matrix refused by the backend" in its reason); QATTN_ERR_UNSUPPORTED
+ *  only when it refuses that too. */
 QATTN_API qattn_status qattn_decode_plan_create(qattn_context *ctx,
                                                 const qattn_decode_args *args,
                                                 const qattn_decode_options *options,
@@ -494,7 +497,9 @@ typedef struct qattn_mqa_logits_plan {
 #endif
 
 /** Plans MQA logits for ctx's device; QATTN_MQA_VARIANT in the environment
- *  pins a variant when options do not. */
+ *  pins a variant when options do not. A variant the backend refuses is
+ *  answered as in qattn_decode_plan_create: pinned, QATTN_ERR_VARIANT_GATE;
+ *  AUTO steps down (coopmat, staged, direct) with the refusal in the reason. */
 QATTN_API qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx,
                                                     const qattn_mqa_logits_args *args,
                                                     const qattn_mqa_logits_options *options,
