@@ -24,7 +24,7 @@ const char *qattn_vk_result_name(VkResult r) {
 qattn_status qattn_vk_fail(qattn_vk *vk, qattn_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(vk->message, sizeof vk->message, fmt, ap);
+    s = qattn_vformat_status(vk->message, sizeof vk->message, s, fmt, ap);
     va_end(ap);
     return s;
 }

@@ -34,7 +34,7 @@ static const struct {
 qattn_status qh_fail(qh_backend *be, qattn_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(be->msg, sizeof be->msg, fmt, ap);
+    s = qattn_vformat_status(be->msg, sizeof be->msg, s, fmt, ap);
     va_end(ap);
     return s;
 }

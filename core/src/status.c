@@ -31,23 +31,24 @@ const char *qattn_status_text(qattn_status s) {
     }
 }
 
+qattn_status qattn_vformat_status(char *msg, size_t n, qattn_status s, const char *fmt, va_list ap) {
+    if (msg && n > 0) vsnprintf(msg, n, fmt, ap);
+    return s;
+}
+
 qattn_status qattn__err(char *err, size_t err_size, qattn_status s, const char *fmt, ...) {
-    if (err && err_size > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    s = qattn_vformat_status(err, err_size, s, fmt, ap);
+    va_end(ap);
     return s;
 }
 
 qattn_status qattn__fail(qattn_context *ctx, qattn_status s, const char *fmt, ...) {
-    if (ctx) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    s = qattn_vformat_status(ctx ? ctx->last_error : NULL, ctx ? sizeof ctx->last_error : 0, s, fmt, ap);
+    va_end(ap);
     return s;
 }
 

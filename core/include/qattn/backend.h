@@ -12,6 +12,8 @@
 #ifndef QATTN_BACKEND_H
 #define QATTN_BACKEND_H
 
+#include <stdarg.h>
+
 #include "qattn/qattn.h"
 
 #ifdef __cplusplus
@@ -124,6 +126,13 @@ QATTN_API void *qattn_context_backend_instance(qattn_context *ctx, const qattn_b
 /** Records a failure of a backend-specific call on ctx's last error, with the
  *  backend's own text (iface->last_message), and returns s. */
 QATTN_API qattn_status qattn_context_backend_fail(qattn_context *ctx, qattn_status s, const char *what);
+/** The one shape of a failure report, shared by the core and every
+ *  backend's own fail helper (qattn_vk_fail, qh_fail): formats fmt/ap into
+ *  msg (n bytes, truncated; nothing when msg is NULL or n is 0) and returns
+ *  s, so a helper reads `return fail(be, status, "arg: rule", ...)`. A
+ *  backend keeps msg as the text its last_message slot returns. */
+QATTN_API qattn_status qattn_vformat_status(char *msg, size_t n, qattn_status s, const char *fmt,
+                                            va_list ap);
 /** Whether `name` contains `pattern`, ASCII case-insensitively (an empty
  *  pattern matches; NULL matches nothing): the one name matcher of qattn,
  *  for device selectors ("a case-insensitive substring of the device
