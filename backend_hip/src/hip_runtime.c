@@ -20,6 +20,7 @@
 
 #include "qh_backend.h"
 #include "qh_code_objects.h"
+#include "qh_target_caps.h"
 
 /* Which kernels each target has, and from which source (qh_kernels.def). */
 static const struct {
@@ -117,21 +118,8 @@ static qattn_status pick_device(qh_backend *be, const char *sel, int count, int 
     return qh_fail(be, QATTN_ERR_BACKEND_UNAVAILABLE, "no HIP device matches \"%s\"", sel);
 }
 
-static void add_shape(qattn_device_caps *c, int m, int n, int k, qattn_dtype a, qattn_dtype acc) {
-    if (c->n_matrix_shapes >= QATTN_MAX_MATRIX_SHAPES) return;
-    qattn_matrix_shape *s = &c->matrix_shapes[c->n_matrix_shapes++];
-    s->m = (uint16_t)m;
-    s->n = (uint16_t)n;
-    s->k = (uint16_t)k;
-    s->a_type = a;
-    s->c_type = acc;
-}
-
-/* Capabilities as this backend uses them: matrix shapes are the ones its
- * kernels issue (fp8 and f16 MFMA on gfx942, f16 WMMA on gfx12, f16 wmma on
- * the NVIDIA twin), not every shape
- * the hardware has, so the planners never pick a path (e.g. an f16
- * cooperative-matrix kernel) this backend does not implement. */
+/* Capabilities as this backend uses them: the device's limits, queried, and
+ * the target's features and matrix shapes (qh_target_caps.h). */
 static qattn_status fill_caps(qh_backend *be) {
     qattn_device_caps *c = &be->caps;
     memset(c, 0, sizeof *c);
@@ -157,21 +145,8 @@ static qattn_status fill_caps(qh_backend *be) {
      * which only dynamic shared memory can use). */
     c->max_shared_bytes = (uint32_t)lds;
     c->max_workgroup_size = (uint32_t)maxwg;
-    c->features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT |
-                  QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS;
     be->wave = warp;
-    if (be->target == QH_T_GFX942) {
-        c->features |= QATTN_FEAT_COOPMAT;
-        add_shape(c, 16, 16, 32, QATTN_FP8_E4M3FNUZ, QATTN_F32); /* MQA staged (MFMA) */
-        add_shape(c, 16, 16, 16, QATTN_F16, QATTN_F32);           /* tiled decode (MFMA f16) */
-    } else if (be->target == QH_T_GFX12) {
-        c->features |= QATTN_FEAT_COOPMAT;
-        add_shape(c, 16, 16, 16, QATTN_F16, QATTN_F32); /* tiled decode (WMMA f16) */
-    } else {
-        /* the NVIDIA twin: the tiled decode's products through nvcuda::wmma */
-        c->features |= QATTN_FEAT_COOPMAT;
-        add_shape(c, 16, 16, 16, QATTN_F16, QATTN_F32);
-    }
+    qh_target_caps(be->target, c);
     return QATTN_OK;
 }
 
