@@ -145,7 +145,6 @@ static qattn_status warm_decode(qattn_vk *vk, warm_buffer *w, const qattn_decode
     return qattn_vk_decode(vk, p, &a, p->workspace_bytes ? &ws : NULL);
 }
 
-#ifdef QATTN_VK_HAVE_MQA
 static qattn_status warm_mqa(qattn_vk *vk, warm_buffer *w, const qattn_mqa_logits_plan *p) {
     const int64_t S = p->rows, Skv = p->kv_len, H = p->heads, D = p->head_dim;
     qattn_mqa_logits_args a;
@@ -160,7 +159,6 @@ static qattn_status warm_mqa(qattn_vk *vk, warm_buffer *w, const qattn_mqa_logit
     qattn_workspace ws = {w, 0, p->workspace_bytes};
     return qattn_vk_mqa_logits(vk, p, &a, p->workspace_bytes ? &ws : NULL);
 }
-#endif
 
 static qattn_status warm_kv_store(qattn_vk *vk, warm_buffer *w, qattn_dtype dt) {
     const int64_t D = 128, Hkv = 1;
@@ -201,11 +199,6 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
                                          "(bf16, fp8 fn/fnuz, i8)",
                                          set->kv_store_dtypes),
                       fn);
-#ifndef QATTN_VK_HAVE_MQA
-    if (set->n_mqa_plans)
-        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_UNSUPPORTED, "set->mqa_plans: this build has no MQA op"),
-                      fn);
-#endif
     /* Every plan passes the checks a run applies to it (the digest, this
      * device's limits, the backend can run it) before any pipeline is
      * built: an edited plan could ask the compiler for anything. */
@@ -232,12 +225,10 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
         s = warm_decode(vk, w, &set->decode_plans[i]);
         if (s != QATTN_OK) snprintf(what, sizeof what, "%s: decode_plans[%zu]", fn, i);
     }
-#ifdef QATTN_VK_HAVE_MQA
     for (size_t i = 0; s == QATTN_OK && i < set->n_mqa_plans; ++i) {
         s = warm_mqa(vk, w, &set->mqa_plans[i]);
         if (s != QATTN_OK) snprintf(what, sizeof what, "%s: mqa_plans[%zu]", fn, i);
     }
-#endif
     for (int dt = 0; s == QATTN_OK && dt < 32; ++dt)
         if (set->kv_store_dtypes & (1u << dt)) {
             s = warm_kv_store(vk, w, (qattn_dtype)dt);

@@ -3,7 +3,7 @@
  * files such as vk_mqa_logits.c). Not installed.
  *
  * How an op runs on this backend
- *   1. Get pipelines:   qattn_vk_pipeline(vk, "decode_generic_fp8fn", spec, n, push_bytes, 0, &p)
+ *   1. Get pipelines:   qattn_vk_pipeline(vk, "decode_simt_fp8fn", spec, n, push_bytes, 0, &p)
  *      Pipelines are created on first use from the embedded SPIR-V (see
  *      shaders/CMakeLists.txt: the name is the qattn_shader() NAME) and cached
  *      per (shader name, specialization constants, required subgroup size).
@@ -36,6 +36,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <volk.h>
 
@@ -48,6 +49,46 @@
 #define QATTN_VK_PUSH_BYTES 256u
 /* Specialization constants per pipeline (constant_id 0..N-1). */
 #define QATTN_VK_MAX_SPEC 24
+
+/* The create info of a compute pipeline as the backend makes every one
+ * (qattn_vk_pipeline; tools/qattn_vk_stats makes its own the same way):
+ * specialization constants 0..n_spec-1 of 4 bytes each, entry "main", and
+ * a pinned subgroup size (0 = none) with full subgroups. d holds every
+ * struct ci points to, so it must outlive the create call. */
+typedef struct qattn_vk_pipeline_desc {
+    VkSpecializationMapEntry map[QATTN_VK_MAX_SPEC];
+    VkSpecializationInfo spec;
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo req;
+    VkComputePipelineCreateInfo ci;
+} qattn_vk_pipeline_desc;
+
+static inline void qattn_vk_pipeline_desc_init(qattn_vk_pipeline_desc *d, VkShaderModule module,
+                                               const uint32_t *spec, uint32_t n_spec,
+                                               uint32_t subgroup_size, VkPipelineLayout layout) {
+    memset(d, 0, sizeof *d);
+    for (uint32_t i = 0; i < n_spec && i < QATTN_VK_MAX_SPEC; ++i) {
+        d->map[i].constantID = i;
+        d->map[i].offset = i * 4u;
+        d->map[i].size = 4;
+    }
+    d->spec.mapEntryCount = n_spec;
+    d->spec.pMapEntries = d->map;
+    d->spec.dataSize = n_spec * 4u;
+    d->spec.pData = spec;
+    d->req.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO;
+    d->req.requiredSubgroupSize = subgroup_size;
+    d->ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+    d->ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    d->ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    d->ci.stage.module = module;
+    d->ci.stage.pName = "main";
+    d->ci.stage.pSpecializationInfo = n_spec ? &d->spec : NULL;
+    if (subgroup_size != 0) {
+        d->ci.stage.pNext = &d->req;
+        d->ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+    }
+    d->ci.layout = layout;
+}
 #define QATTN_VK_MESSAGE_BYTES 2048
 
 /* A buffer: what qattn_buffer.handle points to on this backend. */
@@ -301,6 +342,9 @@ void qattn_vk_barrier(qattn_vk *vk);
 /* Finishes the op as its mode says (above) and checks validation messages.
  * `what` names the op in failure texts. */
 qattn_status qattn_vk_submit(qattn_vk *vk, const char *what);
+/* Ends vk->cmd, submits it and waits for it (ops through qattn_vk_submit,
+ * and the staging transfers); `what` names a failed submit or wait. */
+qattn_status qattn_vk_end_submit_wait(qattn_vk *vk, const char *what);
 /* Ends an op begun with qattn_vk_begin without submitting it. */
 void qattn_vk_abandon(qattn_vk *vk);
 qattn_status qattn_vk_synchronize(void *be);
@@ -313,11 +357,10 @@ qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *args);
 /* qattn_read_stream (vk_bandwidth.c). */
 qattn_status qattn_vk_read_stream(void *be, void *src, uint64_t offset, uint64_t bytes, void *sum,
                                   uint64_t sum_offset);
-/* Implemented in vk_mqa_logits.c (compiled with QATTN_VK_HAVE_MQA defined
- * when that file exists). */
+/* MQA logits (vk_mqa_logits.c). */
 qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
                                  const qattn_mqa_logits_args *args, const qattn_workspace *ws);
-/* Also from vk_mqa_logits.c (required there): whether this device can run
+/* Also from vk_mqa_logits.c: whether this device can run
  * `plan` (the iface's supports_op answer for QATTN_OP_MQA_LOGITS). */
 int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *plan);
 /* The MQA kernels' specialization constants for a plan (geometry, formats,

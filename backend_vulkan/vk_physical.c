@@ -18,15 +18,13 @@
 #define QATTN_VK_COMPONENT_BF16 VK_COMPONENT_TYPE_BFLOAT16_KHR
 #endif
 #ifndef VK_EXT_shader_float8
-#define QATTN_VK_STYPE_FP8_FEATURES ((VkStructureType)1000567000)
 #define QATTN_VK_COMPONENT_E4M3 ((VkComponentTypeKHR)1000491002)
 #else
-#define QATTN_VK_STYPE_FP8_FEATURES VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT8_FEATURES_EXT
 #define QATTN_VK_COMPONENT_E4M3 VK_COMPONENT_TYPE_FLOAT8_E4M3_EXT
 #endif
 
-/* The features structs of both extensions have the same layout: sType,
- * pNext, then VkBool32 flags. */
+/* The bf16 features struct, declared here for headers that predate it:
+ * sType, pNext, then VkBool32 flags. */
 typedef struct qattn_vk_ext_features {
     VkStructureType sType;
     void *pNext;
@@ -37,16 +35,6 @@ static int has_ext(const VkExtensionProperties *ext, uint32_t n, const char *nam
     for (uint32_t i = 0; i < n; ++i)
         if (strcmp(ext[i].extensionName, name) == 0) return 1;
     return 0;
-}
-
-static int str_contains_ci(const char *hay, const char *needle) {
-    size_t nl = strlen(needle);
-    for (const char *h = hay; *h; ++h) {
-        size_t i = 0;
-        while (i < nl && h[i] && tolower((unsigned char)h[i]) == tolower((unsigned char)needle[i])) ++i;
-        if (i == nl) return 1;
-    }
-    return nl == 0;
 }
 
 static int all_digits(const char *s) {
@@ -76,7 +64,7 @@ qattn_status qattn_vk_pick_device(qattn_vk *vk, const char *sel, char *err, size
         for (uint32_t i = 0; i < count && chosen < 0; ++i) {
             VkPhysicalDeviceProperties p;
             vk->vki.vkGetPhysicalDeviceProperties(devs[i], &p);
-            if (str_contains_ci(p.deviceName, sel)) chosen = (int)i;
+            if (qattn_name_contains(p.deviceName, sel)) chosen = (int)i;
         }
     }
     if (chosen < 0) {
@@ -148,13 +136,11 @@ qattn_status qattn_vk_query_offer(qattn_vk *vk, qattn_vk_offer *o) {
     vk->vki.vkEnumerateDeviceExtensionProperties(vk->phys, NULL, &n_ext, ext);
     o->e_coop = has_ext(ext, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     o->e_bf16 = has_ext(ext, n_ext, "VK_KHR_shader_bfloat16");
-    const int e_fp8 = has_ext(ext, n_ext, "VK_EXT_shader_float8");
     o->e_nvsm = has_ext(ext, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
     o->e_amdcore = has_ext(ext, n_ext, VK_AMD_SHADER_CORE_PROPERTIES_2_EXTENSION_NAME) &&
                    has_ext(ext, n_ext, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
     free(ext);
 
-    qattn_vk_ext_features fp8 = {QATTN_VK_STYPE_FP8_FEATURES, NULL, {0}};
     qattn_vk_ext_features bf16 = {QATTN_VK_STYPE_BF16_FEATURES, NULL, {0}};
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop = {
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
@@ -168,7 +154,6 @@ qattn_status qattn_vk_query_offer(qattn_vk *vk, qattn_vk_offer *o) {
     void **tail = &f13.pNext;
     if (o->e_coop) { *tail = &coop; tail = &coop.pNext; }
     if (o->e_bf16) { *tail = &bf16; tail = &bf16.pNext; }
-    if (e_fp8) { *tail = &fp8; tail = &fp8.pNext; }
     vk->vki.vkGetPhysicalDeviceFeatures2(vk->phys, &f2);
     qattn_vk_feats *f = &o->f;
     f->bda = f12.bufferDeviceAddress;
@@ -223,9 +208,6 @@ qattn_status qattn_vk_read_caps(qattn_vk *vk, const qattn_vk_offer *o, const qat
     if (vk->props.limits.maxComputeWorkGroupSize[0] < c->max_workgroup_size)
         c->max_workgroup_size = vk->props.limits.maxComputeWorkGroupSize[0];
     c->features = QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT;
-    /* The packed fp8 reader converts four codes per 32-bit word with integer
-     * operations every device accepted here has. */
-    c->features |= QATTN_FEAT_PACKED_FP8_CVT;
     if (en->f16) c->features |= QATTN_FEAT_SHADER_F16;
     if (o->bf16) c->features |= QATTN_FEAT_BF16;
     vk->has_subgroup_size_control = en->sgsc && en->cfs &&
@@ -262,10 +244,6 @@ qattn_status qattn_vk_read_caps(qattn_vk *vk, const qattn_vk_offer *o, const qat
             s->k = (uint16_t)cp[i].KSize;
             s->a_type = a;
             s->c_type = cc;
-            if (a == QATTN_FP8_E4M3FN) {
-                c->features |= QATTN_FEAT_FP8_MATRIX;
-                c->fp8_matrix_native = QATTN_FP8_E4M3FN;
-            }
         }
         free(cp);
         if (c->n_matrix_shapes > 0) c->features |= QATTN_FEAT_COOPMAT;

@@ -83,7 +83,7 @@ static int64_t visible_slots(const qattn_decode_args *a, int64_t b, int64_t lo, 
  * call's page size. */
 typedef struct kv_side {
     const qattn_tensor *cache, *scale;
-    qattn__cache_view cv, sv;
+    qattn_cache_view cv, sv;
 } kv_side;
 
 static kv_side side_of(const qattn_tensor *cache, const qattn_tensor *scale, int64_t page_size) {
@@ -91,8 +91,8 @@ static kv_side side_of(const qattn_tensor *cache, const qattn_tensor *scale, int
     memset(&k, 0, sizeof k);
     k.cache = cache;
     k.scale = scale;
-    k.cv = qattn__cache_view_of(cache, 0, page_size);
-    if (qattn_tensor_present(scale)) k.sv = qattn__cache_view_of(scale, 1, page_size);
+    k.cv = qattn_cache_view_of(cache, 0, page_size);
+    if (qattn_tensor_present(scale)) k.sv = qattn_cache_view_of(scale, 1, page_size);
     return k;
 }
 

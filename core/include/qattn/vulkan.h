@@ -17,9 +17,10 @@
  * storage-buffer access, shaderInt8/16/64, maintenance4 (workgroup sizes
  * from specialization constants), subgroup arithmetic, shuffle,
  * ballot and vote operations in compute, and at least 256 bytes of push
- * constants. VK_KHR_cooperative_matrix (f16 16x16x16 -> f32) is enabled when
- * present; decode runs on it when the coopmat variant is chosen (pinned: on
- * the H200 the scalar kernels measured faster, docs/perf_decode_notes.md).
+ * constants. VK_KHR_cooperative_matrix is enabled when present: decode's
+ * matrix variant (fp8 and int8 caches, a 16x8x16 or 16x16x16 f16 -> f32
+ * shape) and the coopmat variant of MQA logits run on it, each chosen by
+ * its planner from the shapes the device lists.
  *
  * qattn_buffer_wrap takes a pointer to a qattn_vk_native_buffer naming a
  * VkBuffer created on this context's device, bound to memory, with
