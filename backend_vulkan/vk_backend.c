@@ -14,13 +14,15 @@ static int vk_supports_op(void *be, qattn_op op, const void *plan) {
     case QATTN_OP_KV_STORE:
         return 1;
     case QATTN_OP_MQA_LOGITS:
-#ifdef QATTN_VK_HAVE_MQA
         return qattn_vk_mqa_supports(vk, (const qattn_mqa_logits_plan *)plan);
-#else
-        return 0;
-#endif
     }
     return 0;
+}
+
+/* Device addresses: buffers over the same memory get overlapping ranges. */
+static uint64_t vk_buffer_address(void *be, void *handle) {
+    (void)be;
+    return ((const qattn_vk_buffer *)handle)->address;
 }
 
 static const qattn_backend_iface VULKAN_IFACE = {
@@ -34,19 +36,16 @@ static const qattn_backend_iface VULKAN_IFACE = {
     .buffer_upload = qattn_vk_buffer_upload,
     .buffer_download = qattn_vk_buffer_download,
     .buffer_wrap = qattn_vk_buffer_wrap,
+    .buffer_address = vk_buffer_address,
     .supports_op = vk_supports_op,
     .decode = qattn_vk_decode,
     .kv_store = qattn_vk_kv_store,
-#ifdef QATTN_VK_HAVE_MQA
     .mqa_logits = qattn_vk_mqa_logits,
-    .mqa_matrix_ceiling = qattn_vk_mqa_ceiling,
-#else
-    .mqa_logits = NULL, /* vk_mqa_logits.c not in this build: op unsupported */
-#endif
     .synchronize = qattn_vk_synchronize,
     .last_op_time_ms = qattn_vk_last_op_time_ms,
-    .read_stream = qattn_vk_read_stream,
     .last_message = vk_last_message,
+    .read_stream = qattn_vk_read_stream,
+    .mqa_matrix_ceiling = qattn_vk_mqa_ceiling,
 };
 
 const qattn_backend_iface *qattn_backend_vulkan(void) { return &VULKAN_IFACE; }

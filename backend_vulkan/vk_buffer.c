@@ -241,15 +241,7 @@ static qattn_status copy_chunk(qattn_vk *vk, qattn_vk_buffer *buf, uint64_t offs
                                  to_device ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
                                            : VK_PIPELINE_STAGE_HOST_BIT,
                                  0, 1, &mb2, 0, NULL, 0, NULL);
-    r = vk->vkd.vkEndCommandBuffer(vk->cmd);
-    if (r != VK_SUCCESS) return qattn_vk_check(vk, r, "vkEndCommandBuffer(transfer)");
-    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &vk->cmd;
-    r = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
-    if (r == VK_SUCCESS) r = vk->vkd.vkQueueSubmit(vk->queue, 1, &si, vk->fence);
-    if (r == VK_SUCCESS) r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
-    return r == VK_SUCCESS ? QATTN_OK : qattn_vk_check(vk, r, "transfer submit");
+    return qattn_vk_end_submit_wait(vk, "transfer submit");
 }
 
 static qattn_status transfer(qattn_vk *vk, qattn_vk_buffer *buf, uint64_t offset, void *host,

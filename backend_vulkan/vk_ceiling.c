@@ -57,8 +57,8 @@ qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, d
     double ms = 0.0, runs[5];
     /* Grow the pass count until one launch lasts >= 2 ms, keep launching
      * until >= 500 ms of device time have passed (an idle GPU runs its
-     * clocks low: on the H200 a ceiling taken after an idle host phase read
-     * 120 instead of 641 TFLOP/s), then take the median of five. */
+     * clocks low; docs/perf_mqa_notes.md has the measurement), then take
+     * the median of five. */
     double warm = 0.0;
     for (int grow = 0; grow < 16; ++grow) {
         if ((s = launch(vk, pipe, &p, groups, &ms)) != QATTN_OK) break;

@@ -24,7 +24,7 @@ const char *qattn_vk_result_name(VkResult r) {
 qattn_status qattn_vk_fail(qattn_vk *vk, qattn_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(vk->message, sizeof vk->message, fmt, ap);
+    s = qattn_vformat_status(vk->message, sizeof vk->message, s, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -110,6 +110,18 @@ void qattn_vk_abandon(qattn_vk *vk) {
     vk->cur = VK_NULL_HANDLE;
 }
 
+qattn_status qattn_vk_end_submit_wait(qattn_vk *vk, const char *what) {
+    VkResult r = vk->vkd.vkEndCommandBuffer(vk->cmd);
+    if (r != VK_SUCCESS) return qattn_vk_check(vk, r, "vkEndCommandBuffer");
+    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &vk->cmd;
+    r = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
+    if (r == VK_SUCCESS) r = vk->vkd.vkQueueSubmit(vk->queue, 1, &si, vk->fence);
+    if (r == VK_SUCCESS) r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+    return r == VK_SUCCESS ? QATTN_OK : qattn_vk_check(vk, r, what);
+}
+
 qattn_status qattn_vk_submit(qattn_vk *vk, const char *what) {
     if (!vk->recording) return qattn_vk_fail(vk, QATTN_ERR_DEVICE, "vulkan: %s: nothing recorded", what);
     vk->recording = 0;
@@ -125,19 +137,12 @@ qattn_status qattn_vk_submit(qattn_vk *vk, const char *what) {
     vk->last_op_recorded = 0;
     if (vk->timestamps)
         vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, vk->timestamps, 1);
-    VkResult r = vk->vkd.vkEndCommandBuffer(vk->cmd);
-    if (r != VK_SUCCESS) return qattn_vk_check(vk, r, "vkEndCommandBuffer");
-    VkSubmitInfo si = {VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &vk->cmd;
-    r = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
-    if (r == VK_SUCCESS) r = vk->vkd.vkQueueSubmit(vk->queue, 1, &si, vk->fence);
-    if (r == VK_SUCCESS) r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
-    if (r != VK_SUCCESS) return qattn_vk_check(vk, r, what);
+    qattn_status s = qattn_vk_end_submit_wait(vk, what);
+    if (s != QATTN_OK) return s;
     vk->have_last_op = 0;
     if (vk->timestamps) {
         uint64_t ts[2] = {0, 0};
-        r = vk->vkd.vkGetQueryPoolResults(vk->device, vk->timestamps, 0, 2, sizeof ts, ts, sizeof ts[0],
+        VkResult r = vk->vkd.vkGetQueryPoolResults(vk->device, vk->timestamps, 0, 2, sizeof ts, ts, sizeof ts[0],
                                           VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
         if (r == VK_SUCCESS) {
             uint64_t ticks = (ts[1] - ts[0]) & vk->timestamp_mask;

@@ -2,9 +2,13 @@
  * recording into the caller's command buffer, warm-up and the pipeline
  * cache. Each finds the context's backend instance through the core and
  * reports failures into the context's last error. */
+#define _POSIX_C_SOURCE 200809L /* open flags, fstat */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "vk_internal.h"
 
@@ -141,7 +145,6 @@ static qattn_status warm_decode(qattn_vk *vk, warm_buffer *w, const qattn_decode
     return qattn_vk_decode(vk, p, &a, p->workspace_bytes ? &ws : NULL);
 }
 
-#ifdef QATTN_VK_HAVE_MQA
 static qattn_status warm_mqa(qattn_vk *vk, warm_buffer *w, const qattn_mqa_logits_plan *p) {
     const int64_t S = p->rows, Skv = p->kv_len, H = p->heads, D = p->head_dim;
     qattn_mqa_logits_args a;
@@ -156,7 +159,6 @@ static qattn_status warm_mqa(qattn_vk *vk, warm_buffer *w, const qattn_mqa_logit
     qattn_workspace ws = {w, 0, p->workspace_bytes};
     return qattn_vk_mqa_logits(vk, p, &a, p->workspace_bytes ? &ws : NULL);
 }
-#endif
 
 static qattn_status warm_kv_store(qattn_vk *vk, warm_buffer *w, qattn_dtype dt) {
     const int64_t D = 128, Hkv = 1;
@@ -197,11 +199,20 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
                                          "(bf16, fp8 fn/fnuz, i8)",
                                          set->kv_store_dtypes),
                       fn);
-#ifndef QATTN_VK_HAVE_MQA
-    if (set->n_mqa_plans)
-        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_UNSUPPORTED, "set->mqa_plans: this build has no MQA op"),
-                      fn);
-#endif
+    /* Every plan passes the checks a run applies to it (the digest, this
+     * device's limits, the backend can run it) before any pipeline is
+     * built: an edited plan could ask the compiler for anything. */
+    char name[64];
+    for (size_t i = 0; i < set->n_decode_plans; ++i) {
+        snprintf(name, sizeof name, "%s: set->decode_plans[%zu]", fn, i);
+        qattn_status ps = qattn_context_check_decode_plan(ctx, &set->decode_plans[i], name);
+        if (ps != QATTN_OK) return ps;
+    }
+    for (size_t i = 0; i < set->n_mqa_plans; ++i) {
+        snprintf(name, sizeof name, "%s: set->mqa_plans[%zu]", fn, i);
+        qattn_status ps = qattn_context_check_mqa_logits_plan(ctx, &set->mqa_plans[i], name);
+        if (ps != QATTN_OK) return ps;
+    }
     warm_buffer *w = NULL;
     qattn_status as = qattn_buffer_alloc(ctx, 256, &w);
     if (as != QATTN_OK) return as;
@@ -214,12 +225,10 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
         s = warm_decode(vk, w, &set->decode_plans[i]);
         if (s != QATTN_OK) snprintf(what, sizeof what, "%s: decode_plans[%zu]", fn, i);
     }
-#ifdef QATTN_VK_HAVE_MQA
     for (size_t i = 0; s == QATTN_OK && i < set->n_mqa_plans; ++i) {
         s = warm_mqa(vk, w, &set->mqa_plans[i]);
         if (s != QATTN_OK) snprintf(what, sizeof what, "%s: mqa_plans[%zu]", fn, i);
     }
-#endif
     for (int dt = 0; s == QATTN_OK && dt < 32; ++dt)
         if (set->kv_store_dtypes & (1u << dt)) {
             s = warm_kv_store(vk, w, (qattn_dtype)dt);
@@ -271,28 +280,56 @@ qattn_status qattn_vulkan_pipeline_cache_save(qattn_context *ctx, void *data, si
     return report(ctx, qattn_vk_pipeline_cache_save(vk, data, bytes), fn);
 }
 
+/* Opens path for reading only if it is a regular file of at most the cap
+ * (not blocking on a FIFO: O_NONBLOCK, then fstat on the descriptor that
+ * is read, so the file cannot be swapped in between); returns its size in
+ * *n, or -1 with the reason in vk's message. */
+static int open_cache_file(qattn_vk *vk, const char *path, size_t *n) {
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: cannot open %s", path);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: %s is not a regular file", path);
+        return -1;
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size > QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES) {
+        close(fd);
+        qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
+                      "path: %s has %lld bytes, over the %u a pipeline cache can have "
+                      "(QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES)",
+                      path, (long long)st.st_size, (unsigned)QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES);
+        return -1;
+    }
+    *n = (size_t)st.st_size;
+    return fd;
+}
+
 qattn_status qattn_vulkan_pipeline_cache_load_file(qattn_context *ctx, const char *path) {
     static const char fn[] = "qattn_vulkan_pipeline_cache_load_file";
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
     if (!path) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: NULL"), fn);
-    FILE *f = fopen(path, "rb");
-    if (!f) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: cannot open %s", path), fn);
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
-    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: cannot read %s", path), fn);
-    }
-    void *data = malloc(n > 0 ? (size_t)n : 1);
+    size_t n = 0;
+    const int fd = open_cache_file(vk, path, &n);
+    if (fd < 0) return report(ctx, QATTN_ERR_INVALID_ARGUMENT, fn);
+    void *data = malloc(n > 0 ? n : 1);
     if (!data) {
-        fclose(f);
+        close(fd);
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: out of host memory"), fn);
     }
-    const size_t got = fread(data, 1, (size_t)n, f);
-    fclose(f);
-    qattn_status s = got == (size_t)n ? qattn_vk_pipeline_cache_load(vk, data, got)
-                                      : qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: short read of %s", path);
+    size_t got = 0;
+    while (got < n) { /* a regular file: reads block, short ones continue */
+        const ssize_t r = read(fd, (char *)data + got, n - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    qattn_status s = got == n ? qattn_vk_pipeline_cache_load(vk, data, got)
+                              : qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "path: short read of %s", path);
     free(data);
     return report(ctx, s, fn);
 }

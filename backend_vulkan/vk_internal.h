@@ -3,7 +3,7 @@
  * files such as vk_mqa_logits.c). Not installed.
  *
  * How an op runs on this backend
- *   1. Get pipelines:   qattn_vk_pipeline(vk, "decode_generic_fp8fn", spec, n, push_bytes, 0, &p)
+ *   1. Get pipelines:   qattn_vk_pipeline(vk, "decode_simt_fp8fn", spec, n, push_bytes, 0, &p)
  *      Pipelines are created on first use from the embedded SPIR-V (see
  *      shaders/CMakeLists.txt: the name is the qattn_shader() NAME) and cached
  *      per (shader name, specialization constants, required subgroup size).
@@ -36,6 +36,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <volk.h>
 
@@ -48,6 +49,46 @@
 #define QATTN_VK_PUSH_BYTES 256u
 /* Specialization constants per pipeline (constant_id 0..N-1). */
 #define QATTN_VK_MAX_SPEC 24
+
+/* The create info of a compute pipeline as the backend makes every one
+ * (qattn_vk_pipeline; tools/qattn_vk_stats makes its own the same way):
+ * specialization constants 0..n_spec-1 of 4 bytes each, entry "main", and
+ * a pinned subgroup size (0 = none) with full subgroups. d holds every
+ * struct ci points to, so it must outlive the create call. */
+typedef struct qattn_vk_pipeline_desc {
+    VkSpecializationMapEntry map[QATTN_VK_MAX_SPEC];
+    VkSpecializationInfo spec;
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo req;
+    VkComputePipelineCreateInfo ci;
+} qattn_vk_pipeline_desc;
+
+static inline void qattn_vk_pipeline_desc_init(qattn_vk_pipeline_desc *d, VkShaderModule module,
+                                               const uint32_t *spec, uint32_t n_spec,
+                                               uint32_t subgroup_size, VkPipelineLayout layout) {
+    memset(d, 0, sizeof *d);
+    for (uint32_t i = 0; i < n_spec && i < QATTN_VK_MAX_SPEC; ++i) {
+        d->map[i].constantID = i;
+        d->map[i].offset = i * 4u;
+        d->map[i].size = 4;
+    }
+    d->spec.mapEntryCount = n_spec;
+    d->spec.pMapEntries = d->map;
+    d->spec.dataSize = n_spec * 4u;
+    d->spec.pData = spec;
+    d->req.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO;
+    d->req.requiredSubgroupSize = subgroup_size;
+    d->ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+    d->ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    d->ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    d->ci.stage.module = module;
+    d->ci.stage.pName = "main";
+    d->ci.stage.pSpecializationInfo = n_spec ? &d->spec : NULL;
+    if (subgroup_size != 0) {
+        d->ci.stage.pNext = &d->req;
+        d->ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+    }
+    d->ci.layout = layout;
+}
 #define QATTN_VK_MESSAGE_BYTES 2048
 
 /* A buffer: what qattn_buffer.handle points to on this backend. */
@@ -106,6 +147,7 @@ typedef struct qattn_vk {
     uint32_t queue_family;
     uint32_t queue_index;
     int imported;                       /* instance, device, queue are the caller's */
+    int shared_instance;                /* instance is the process's shared one */
 
     VkPhysicalDeviceProperties props;
     uint32_t mem_device;                /* memory type index: device-local */
@@ -144,7 +186,6 @@ typedef struct qattn_vk {
     int n_pipelines, cap_pipelines;
 
     int debug_validation;
-    int capture;                        /* pipelines keep statistics/IR (tools only) */
     int n_messages;                     /* unreported validation messages */
     char messages[QATTN_VK_MESSAGE_BYTES]; /* their text, newest appended */
     char message[QATTN_VK_MESSAGE_BYTES];  /* text of the last failure */
@@ -165,15 +206,69 @@ qattn_status qattn_vk_check(qattn_vk *vk, VkResult r, const char *what);
 qattn_status qattn_vk_check_messages(qattn_vk *vk, const char *what);
 const char *qattn_vk_result_name(VkResult r);
 
+/* ---- loader and instance (vk_instance.c) ------------------------------- */
+/* Loads the system's Vulkan loader once per process (volk's global-level
+ * entry points never change afterwards). */
+qattn_status qattn_vk_need_loader(char *err, size_t n);
+/* Loads vk->vki from vk->instance through gipa; returns the name of a
+ * missing required entry point, or NULL. */
+const char *qattn_vk_load_instance_table(qattn_vk *vk, PFN_vkGetInstanceProcAddr gipa);
+/* Loads vk->vkd from vk->device. */
+void qattn_vk_load_device_table(qattn_vk *vk);
+/* The messenger that collects validation warnings and errors into vk. */
+VkDebugUtilsMessengerCreateInfoEXT qattn_vk_messenger_info(qattn_vk *vk);
+/* Creates qattn's own instance (with the validation layer and messenger
+ * when `validation`) and loads vk->vki. */
+qattn_status qattn_vk_create_instance(qattn_vk *vk, int validation, char *err, size_t n);
+/* The process-wide lock every creation and destruction of a context's
+ * instance and device runs under. */
+void qattn_vk_lifetime_lock(void);
+void qattn_vk_lifetime_unlock(void);
+/* Under the lifetime lock: vk->instance (and vk->vki) for a context qattn
+ * makes itself: the process's shared instance (made by the first such
+ * context) without validation, an own one with it (its messenger must hear
+ * only this context). Release gives it back (destroying the shared one
+ * with its last context); both leave an imported instance alone. */
+qattn_status qattn_vk_acquire_instance(qattn_vk *vk, int validation, char *err, size_t n);
+void qattn_vk_release_instance(qattn_vk *vk);
+
+/* ---- physical device: selection, features, caps (vk_physical.c) -------- */
+/* The features qattn's shaders use: required ones first. */
+typedef struct qattn_vk_feats {
+    VkBool32 bda, s8, s16, i64, i16, i8, maint4, f16; /* required */
+    VkBool32 vmm, vmm_dev, sgsc, cfs, coop;            /* used when present */
+} qattn_vk_feats;
+
+/* What the device offers: extensions (as flags) and features. */
+typedef struct qattn_vk_offer {
+    int e_coop, e_bf16, e_nvsm, e_amdcore;
+    qattn_vk_feats f;
+    VkBool32 bf16;
+} qattn_vk_offer;
+
+/* Picks vk->phys (and reads vk->props): selector NULL or "" = device 0,
+ * a decimal index, or a case-insensitive substring of the name. */
+qattn_status qattn_vk_pick_device(qattn_vk *vk, const char *sel, char *err, size_t n);
+/* QATTN_OK when phys is one of the physical devices vkEnumeratePhysicalDevices
+ * lists for vk->instance (a caller's handles of another instance would put
+ * the messenger and every instance-level call on the wrong instance);
+ * otherwise INVALID_ARGUMENT naming device->physical_device. */
+qattn_status qattn_vk_check_phys_of_instance(qattn_vk *vk, VkPhysicalDevice phys, char *err, size_t n);
+/* Device properties every context needs, whoever made the device. */
+qattn_status qattn_vk_check_properties(qattn_vk *vk, char *err, size_t n);
+/* What vk->phys offers. */
+qattn_status qattn_vk_query_offer(qattn_vk *vk, qattn_vk_offer *o);
+/* The first required feature `f` lacks, named as in the Vulkan spec; NULL
+ * when none. */
+const char *qattn_vk_first_missing(const qattn_vk_feats *f);
+/* Fills vk->caps (and the size-control and timestamp fields) for a device
+ * created with `en` enabled; ts_bits = the queue's timestampValidBits. */
+qattn_status qattn_vk_read_caps(qattn_vk *vk, const qattn_vk_offer *o, const qattn_vk_feats *en,
+                               uint32_t ts_bits);
+
 /* ---- device (vk_device.c) ---------------------------------------------- */
 qattn_status qattn_vk_create(const qattn_context_options *options, void **be, char *err,
                              size_t err_size);
-/* As qattn_vk_create; capture != 0 also enables
- * VK_KHR_pipeline_executable_properties (when the device has it) and makes
- * every pipeline keep its statistics and internal representations, for
- * backend_vulkan/tools/qattn_vk_stats. */
-qattn_status qattn_vk_create_ex(const qattn_context_options *options, int capture, void **be,
-                                char *err, size_t err_size);
 /* A context on the caller's instance/device/queue (qattn_vulkan_context_create):
  * checks the enabled features, never destroys the imported objects. */
 qattn_status qattn_vk_import(const qattn_vulkan_device *device, const qattn_context_options *options,
@@ -247,6 +342,9 @@ void qattn_vk_barrier(qattn_vk *vk);
 /* Finishes the op as its mode says (above) and checks validation messages.
  * `what` names the op in failure texts. */
 qattn_status qattn_vk_submit(qattn_vk *vk, const char *what);
+/* Ends vk->cmd, submits it and waits for it (ops through qattn_vk_submit,
+ * and the staging transfers); `what` names a failed submit or wait. */
+qattn_status qattn_vk_end_submit_wait(qattn_vk *vk, const char *what);
 /* Ends an op begun with qattn_vk_begin without submitting it. */
 void qattn_vk_abandon(qattn_vk *vk);
 qattn_status qattn_vk_synchronize(void *be);
@@ -259,11 +357,10 @@ qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *args);
 /* qattn_read_stream (vk_bandwidth.c). */
 qattn_status qattn_vk_read_stream(void *be, void *src, uint64_t offset, uint64_t bytes, void *sum,
                                   uint64_t sum_offset);
-/* Implemented in vk_mqa_logits.c (compiled with QATTN_VK_HAVE_MQA defined
- * when that file exists). */
+/* MQA logits (vk_mqa_logits.c). */
 qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
                                  const qattn_mqa_logits_args *args, const qattn_workspace *ws);
-/* Also from vk_mqa_logits.c (required there): whether this device can run
+/* Also from vk_mqa_logits.c: whether this device can run
  * `plan` (the iface's supports_op answer for QATTN_OP_MQA_LOGITS). */
 int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *plan);
 /* The MQA kernels' specialization constants for a plan (geometry, formats,

@@ -12,19 +12,9 @@ typedef struct kv_store_push {
     int32_t slots_stride, head_dim, n_slots, pad_;
 } kv_store_push;
 
-/* The view (qattn/backend.h) as the shader reads it: slots address pages of
- * one row for a rank-3 tensor, of P rows for a rank-4 one. */
-static void put_view(uint32_t *dst, const qattn_tensor *t, int is_scale) {
-    if (!t->buffer) {
-        dst[0] = 1; /* never read: bf16 caches have no scales */
-        return;
-    }
-    const qattn_cache_view32 v = qattn_cache_view32_of(t, is_scale, 1);
-    dst[0] = (uint32_t)v.page_rows;
-    dst[1] = v.page_stride;
-    dst[2] = v.row_stride;
-    dst[3] = v.head_stride;
-}
+/* Views (qattn_cache_view32_put with page size 1): the KV store addresses
+ * by slot, so slots address pages of one row for a rank-3 tensor, of P rows
+ * for a rank-4 one. */
 
 /* Threads per workgroup: covers D = 64 in one step and keeps 128/256 to two
  * or four; the row is tiny, so more threads would only idle. */
@@ -61,8 +51,8 @@ qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *a) {
         p.scale[w] = qattn_vk_addr(scale[w]);
         p.src_stride[2 * w] = qattn_vk_stride(src[w], 0);
         p.src_stride[2 * w + 1] = qattn_vk_stride(src[w], 1);
-        put_view(p.cache_view + 4 * w, cache[w], 0);
-        put_view(p.scale_view + 4 * w, scale[w], 1);
+        qattn_cache_view32_put(p.cache_view + 4 * w, cache[w], 0, 1);
+        qattn_cache_view32_put(p.scale_view + 4 * w, scale[w], 1, 1);
     }
     p.slots = qattn_vk_addr(&a->slot_mapping);
     p.slots_stride = qattn_vk_stride(&a->slot_mapping, 0);

@@ -62,30 +62,9 @@ qattn_status qattn_vk_pipeline(qattn_vk *vk, const char *shader, const uint32_t 
     VkResult r = vk->vkd.vkCreateShaderModule(vk->device, &mci, NULL, &module);
     if (r != VK_SUCCESS) return qattn_vk_check(vk, r, "vkCreateShaderModule");
 
-    VkSpecializationMapEntry map[QATTN_VK_MAX_SPEC];
-    for (uint32_t i = 0; i < n_spec; ++i) {
-        map[i].constantID = i;
-        map[i].offset = i * 4u;
-        map[i].size = 4;
-    }
-    VkSpecializationInfo si = {n_spec, map, n_spec * 4u, spec};
-    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo req = {
-        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
-    req.requiredSubgroupSize = subgroup_size;
-    VkComputePipelineCreateInfo ci = {VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-    ci.stage.module = module;
-    ci.stage.pName = "main";
-    ci.stage.pSpecializationInfo = n_spec ? &si : NULL;
-    if (subgroup_size != 0) {
-        ci.stage.pNext = &req;
-        ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
-    }
-    ci.layout = vk->layout;
-    if (vk->capture)
-        ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR |
-                    VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
+    qattn_vk_pipeline_desc d;
+    qattn_vk_pipeline_desc_init(&d, module, spec, n_spec, subgroup_size, vk->layout);
+    VkComputePipelineCreateInfo *ci = &d.ci;
     /* Creation feedback (core in 1.3) says whether the pipeline cache held
      * it: what the pipeline counters report. */
     VkPipelineCreationFeedback fb = {0}, stage_fb = {0};
@@ -93,10 +72,10 @@ qattn_status qattn_vk_pipeline(qattn_vk *vk, const char *shader, const uint32_t 
     fci.pPipelineCreationFeedback = &fb;
     fci.pipelineStageCreationFeedbackCount = 1;
     fci.pPipelineStageCreationFeedbacks = &stage_fb;
-    ci.pNext = &fci;
+    ci->pNext = &fci;
     VkPipeline pipeline = VK_NULL_HANDLE;
     const double t0 = qattn_vk_now_ms();
-    r = vk->vkd.vkCreateComputePipelines(vk->device, vk->pipeline_cache, 1, &ci, NULL, &pipeline);
+    r = vk->vkd.vkCreateComputePipelines(vk->device, vk->pipeline_cache, 1, ci, NULL, &pipeline);
     vk->create_ms += qattn_vk_now_ms() - t0;
     vk->vkd.vkDestroyShaderModule(vk->device, module, NULL);
     if (r != VK_SUCCESS) return qattn_vk_check(vk, r, shader);

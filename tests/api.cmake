@@ -12,3 +12,10 @@ qattn_add_test(test_options SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_options.c L
 if(TARGET test_options)
   target_include_directories(test_options PRIVATE ${PROJECT_SOURCE_DIR}/core/src)
 endif()
+# Issue 18 item 1: outputs that share bytes with inputs are refused; the
+# reference is compiled in as well, to call it on what validation refuses.
+qattn_add_test(test_alias SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_alias.c
+               ${PROJECT_SOURCE_DIR}/core/src/ref_decode.c LIBS m LABELS "api;core")
+if(TARGET test_alias)
+  target_include_directories(test_alias PRIVATE ${PROJECT_SOURCE_DIR}/core/src)
+endif()

@@ -15,7 +15,13 @@
  * per request, the list of the slots of its visible keys (one query row and
  * no window, so only the set of visible keys matters).
  *
- * Usage: qattn_bad_inputs [--group core|decode|vulkan|all]
+ * Usage: qattn_bad_inputs [--group core|decode|vulkan|all] [--no-validation]
+ *                         [--variant auto|simt|matrix]
+ *   --no-validation: the device context without the validation layer (a GPU
+ *   machine that has none); --variant pins the device's decode plans to
+ *   that variant (the cpu's stay auto), so a device with cooperative
+ *   matrices runs the bad inputs on the matrix variant; a pin the device
+ *   cannot run fails every case (the plan's status differs from the cpu's).
  *   core:   refusals decided by the core (edited plans, bounds), rows 2/7/14
  *   vulkan: wrapped and failed buffers on the Vulkan backend, rows 15-17
  *   decode: the decode index rows 9, 10 and 13 (need bounded kernels)
@@ -161,6 +167,10 @@ static int read_guarded(qattn_context *ctx, qattn_buffer *b, size_t bytes, size_
     return ok;
 }
 
+static int g_validation = 1;                          /* --no-validation: 0 */
+static qattn_decode_variant g_variant = QATTN_DECODE_AUTO; /* --variant */
+static qattn_context *g_dev;                          /* the device context */
+
 static void run_decode(qattn_context *ctx, const dinput *in, how h, result *res) {
     memset(res, 0, sizeof *res);
     int e = 0;
@@ -202,6 +212,7 @@ static void run_decode(qattn_context *ctx, const dinput *in, how h, result *res)
     memset(&plan, 0, sizeof plan);
     qattn_decode_options opt = QATTN_DECODE_OPTIONS_INIT;
     opt.num_splits = 2;
+    if (ctx == g_dev) opt.variant = g_variant;
     res->st = qattn_decode_plan_create(ctx, &planned, &opt, &plan);
     if (res->st == QATTN_OK) {
         if (h == RUN_EDITED_PLAN) {
@@ -307,9 +318,10 @@ static int make_contexts(qattn_context **cpu, qattn_context **vk) {
 #if defined(QATTN_BAD_INPUTS_HIP)
     qattn_status s = qattn_context_create(qattn_backend_hip(), &o, vk, err, sizeof err);
 #else
-    o.debug_validation = 1;
+    o.debug_validation = g_validation;
     qattn_status s = qattn_context_create(qattn_backend_vulkan(), &o, vk, err, sizeof err);
 #endif
+    g_dev = *vk;
     if (s == QATTN_ERR_BACKEND_UNAVAILABLE) return 77;
     if (s != QATTN_OK) {
         printf("    " DEV_NAME " context: %s\n", err);
@@ -547,8 +559,32 @@ static int run_cases(const char *group, const dcase *cases, size_t n, int *faile
 
 int main(int argc, char **argv) {
     const char *group = "all";
-    for (int i = 1; i < argc; ++i)
-        if (!strcmp(argv[i], "--group") && i + 1 < argc) group = argv[++i];
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--group") && i + 1 < argc) {
+            group = argv[++i];
+        } else if (!strcmp(argv[i], "--no-validation")) {
+            g_validation = 0;
+        } else if (!strcmp(argv[i], "--variant") && i + 1 < argc) {
+            const char *v = argv[++i];
+            int found = 0;
+            for (int k = 0; k < QATTN_DECODE_VARIANT_COUNT && !found; ++k)
+                if (!strcmp(v, qattn_decode_variant_name((qattn_decode_variant)k))) {
+                    g_variant = (qattn_decode_variant)k;
+                    found = 1;
+                }
+            if (!found) {
+                fprintf(stderr, "--variant %s: not a decode variant\n", v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "usage: %s [--group core|decode|vulkan|all] [--no-validation] "
+                            "[--variant auto|simt|matrix]\n", argv[0]);
+            return 2;
+        }
+    }
+    printf("device decode plans: variant %s%s; validation layer %s\n", qattn_decode_variant_name(g_variant),
+           g_variant == QATTN_DECODE_AUTO ? " (the planner's choice)" : " (pinned)",
+           g_validation ? "on" : "off");
     qt_rng rng = qt_rng_for("bad_inputs");
     qt_fill_bf16(&rng, g_q, NQ, 1.0f);
     qt_fill_fp8(&rng, g_k, sizeof g_k, QATTN_FP8_E4M3FN, 4.0f);

@@ -74,9 +74,6 @@ if(QATTN_FUZZ)
       ${PROJECT_SOURCE_DIR}/core/include ${PROJECT_SOURCE_DIR}/core/src ${QATTN_VOLK_INCLUDE_DIR}
       ${QATTN_VULKAN_INCLUDE_DIR} ${QATTN_SHADER_GEN_DIR})
     target_compile_definitions(qattn_fuzz_vk PRIVATE VK_NO_PROTOTYPES)
-    if(EXISTS ${PROJECT_SOURCE_DIR}/backend_vulkan/vk_mqa_logits.c)
-      target_compile_definitions(qattn_fuzz_vk PRIVATE QATTN_VK_HAVE_MQA)
-    endif()
     target_compile_options(qattn_fuzz_vk PRIVATE -fsanitize=fuzzer-no-link ${_fz_san}
                            -Wno-missing-field-initializers)
     find_file(QATTN_LVP_ICD NAMES lvp_icd.json lvp_icd.x86_64.json

@@ -15,6 +15,7 @@
 #include "qattn/backend.h"
 #include "qattn/qattn.h"
 
+#include "fake_devices.h"
 #include "test_ctx.h"
 
 /* ---- status, version ---- */
@@ -122,11 +123,78 @@ static void test_tensor_contiguous(void **state) {
     assert_false(qattn_tensor_present(&t));
 }
 
+/* ---- one answer when a backend refuses an AUTO plan ----
+ * The cpu backend dressed as an H200 (so decode's matrix gate passes for an
+ * fp8 cache) whose supports_op refuses every matrix decode plan. */
+static qattn_backend_iface g_refusing;
+static qattn_status refusing_caps(void *be, qattn_device_caps *c) {
+    (void)be;
+    *c = caps_h200();
+    return QATTN_OK;
+}
+static int refusing_supports(void *be, qattn_op op, const void *plan) {
+    (void)be;
+    return op != QATTN_OP_DECODE || ((const qattn_decode_plan *)plan)->variant != QATTN_DECODE_MATRIX;
+}
+
+static void test_refused_auto_plan_steps_down(void **state) {
+    (void)state;
+    g_refusing = *qattn_backend_cpu();
+    g_refusing.get_caps = refusing_caps;
+    g_refusing.supports_op = refusing_supports;
+    qattn_context *ctx = NULL;
+    char err[256];
+    assert_int_equal(qattn_context_create(&g_refusing, NULL, &ctx, err, sizeof err), QATTN_OK);
+    enum { NS = 16, HQ = 4, D = 128 };
+    qattn_buffer *q = qt_buf(ctx, NULL, HQ * D * 2), *kc = qt_buf(ctx, NULL, NS * D);
+    qattn_buffer *vc = qt_buf(ctx, NULL, NS * D), *sc = qt_buf(ctx, NULL, NS * 4);
+    qattn_buffer *ix = qt_buf(ctx, NULL, 64), *o = qt_buf(ctx, NULL, HQ * D * 2);
+    qattn_decode_args a;
+    memset(&a, 0, sizeof a);
+    a.q = qattn_tensor_contiguous(q, 0, QATTN_BF16, 4, (int64_t[]){1, 1, HQ, D});
+    a.k_cache = qattn_tensor_contiguous(kc, 0, QATTN_FP8_E4M3FN, 3, (int64_t[]){NS, 1, D});
+    a.v_cache = qattn_tensor_contiguous(vc, 0, QATTN_FP8_E4M3FN, 3, (int64_t[]){NS, 1, D});
+    a.k_scale = qattn_tensor_contiguous(sc, 0, QATTN_F32, 2, (int64_t[]){NS, 1});
+    a.v_scale = a.k_scale;
+    a.kv_indptr = qattn_tensor_contiguous(ix, 0, QATTN_I32, 1, (int64_t[]){2});
+    a.kv_indices = qattn_tensor_contiguous(ix, 16, QATTN_I32, 1, (int64_t[]){1});
+    a.kv_lens = qattn_tensor_contiguous(ix, 32, QATTN_I32, 1, (int64_t[]){1});
+    a.o = qattn_tensor_contiguous(o, 0, QATTN_BF16, 4, (int64_t[]){1, 1, HQ, D});
+    a.page_size = NS;
+    a.max_kv_len = NS;
+    a.sm_scale = 0.088f;
+    a.window_left = -1;
+    /* The pure planner (no backend) takes the matrix variant here ... */
+    qattn_device_caps caps = caps_h200();
+    qattn_decode_plan plan;
+    assert_int_equal(qattn_decode_plan_compute(&caps, &a, NULL, &plan, err, sizeof err), QATTN_OK);
+    assert_int_equal(plan.variant, QATTN_DECODE_MATRIX);
+    /* ... the refusing backend gets simt, and the reason says why. */
+    assert_int_equal(qattn_decode_plan_create(ctx, &a, NULL, &plan), QATTN_OK);
+    assert_int_equal(plan.variant, QATTN_DECODE_SIMT);
+    assert_non_null(strstr(plan.reason, "matrix refused by the backend"));
+    /* The stepped-down plan is sealed: its run passes the integrity check. */
+    qattn_buffer *ws = NULL;
+    assert_int_equal(qattn_buffer_alloc(ctx, plan.workspace_bytes, &ws), QATTN_OK);
+    qattn_status s = qattn_decode_run(ctx, &plan, &a, ws, 0);
+    assert_null(strstr(qattn_last_error(ctx), "changed after planning"));
+    (void)s;
+    /* A pinned matrix variant is the gate's failure, not a step down. */
+    qattn_decode_options opt = QATTN_DECODE_OPTIONS_INIT;
+    opt.variant = QATTN_DECODE_MATRIX;
+    assert_int_equal(qattn_decode_plan_create(ctx, &a, &opt, &plan), QATTN_ERR_VARIANT_GATE);
+    assert_non_null(strstr(qattn_last_error(ctx), "matrix (pinned)"));
+    qattn_buffer *all[] = {q, kc, vc, sc, ix, o, ws};
+    for (size_t i = 0; i < 7; ++i) qattn_buffer_free(ctx, all[i]);
+    qattn_context_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),   cmocka_unit_test(test_version),
         cmocka_unit_test(test_dtypes),         cmocka_unit_test(test_context_errors),
         cmocka_unit_test(test_buffers),        cmocka_unit_test(test_tensor_contiguous),
+        cmocka_unit_test(test_refused_auto_plan_steps_down),
     };
     return cmocka_run_group_tests_name("api", tests, NULL, NULL);
 }

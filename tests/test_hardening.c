@@ -8,61 +8,18 @@
 #include <stdio.h>
 
 #include "fake_devices.h"
-#include "test_ctx.h"
-#include "test_rng.h"
+#include "qattn/experimental.h"
+#include "decode_fixture.h"
 
 #define TWO32 ((int64_t)1 << 32)
 
-/* ---- a small valid decode on the cpu: B=2 R=1 Hq=4 Hkv=2 D=64 bf16 ---- */
-enum { B = 2, R = 1, HQ = 4, HKV = 2, D = 64, NS = 32, P = 4, NPAGES = 8 };
-
-typedef struct fix {
-    qattn_context *ctx;
-    qattn_buffer *q, *kc, *vc, *indptr, *indices, *lens, *o, *ws;
-    qattn_decode_args a;
-} fix;
-
+/* ---- a small valid decode on the cpu (decode_fixture.h) ---- */
 static int setup(void **state) {
-    fix *f = calloc(1, sizeof *f);
-    qt_rng rng = qt_rng_for("hardening");
-    f->ctx = qt_cpu_ctx();
-    uint16_t q[B * R * HQ * D], kv[NS * HKV * D];
-    qt_fill_bf16(&rng, q, B * R * HQ * D, 1.0f);
-    f->q = qt_buf(f->ctx, q, sizeof q);
-    qt_fill_bf16(&rng, kv, NS * HKV * D, 1.0f);
-    f->kc = qt_buf(f->ctx, kv, sizeof kv);
-    qt_fill_bf16(&rng, kv, NS * HKV * D, 1.0f);
-    f->vc = qt_buf(f->ctx, kv, sizeof kv);
-    int32_t indptr[B + 1] = {0, 4, 8}, lens[B] = {13, 16}, pages[NPAGES] = {7, 1, 2, 3, 4, 5, 6, 0};
-    f->indptr = qt_buf(f->ctx, indptr, sizeof indptr);
-    f->indices = qt_buf(f->ctx, pages, sizeof pages);
-    f->lens = qt_buf(f->ctx, lens, sizeof lens);
-    f->o = qt_buf(f->ctx, NULL, B * R * HQ * D * 2);
-    f->ws = qt_buf(f->ctx, NULL, 1 << 20);
-    qattn_decode_args *a = &f->a;
-    a->q = qattn_tensor_contiguous(f->q, 0, QATTN_BF16, 4, (int64_t[]){B, R, HQ, D});
-    a->k_cache = qattn_tensor_contiguous(f->kc, 0, QATTN_BF16, 3, (int64_t[]){NS, HKV, D});
-    a->v_cache = qattn_tensor_contiguous(f->vc, 0, QATTN_BF16, 3, (int64_t[]){NS, HKV, D});
-    a->kv_indptr = qattn_tensor_contiguous(f->indptr, 0, QATTN_I32, 1, (int64_t[]){B + 1});
-    a->kv_indices = qattn_tensor_contiguous(f->indices, 0, QATTN_I32, 1, (int64_t[]){NPAGES});
-    a->kv_lens = qattn_tensor_contiguous(f->lens, 0, QATTN_I32, 1, (int64_t[]){B});
-    a->o = qattn_tensor_contiguous(f->o, 0, QATTN_BF16, 4, (int64_t[]){B, R, HQ, D});
-    a->page_size = P;
-    a->max_kv_len = 16;
-    a->sm_scale = 0.125f;
-    a->window_left = -1;
-    *state = f;
+    *state = qf_setup("hardening");
     return 0;
 }
 
-static int teardown(void **state) {
-    fix *f = *state;
-    qattn_buffer *all[] = {f->q, f->kc, f->vc, f->indptr, f->indices, f->lens, f->o, f->ws};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) qattn_buffer_free(f->ctx, all[i]);
-    qattn_context_free(f->ctx);
-    free(f);
-    return 0;
-}
+static int teardown(void **state) { return qf_teardown(state); }
 
 static void expect(qattn_status got, const char *msg, const char *names, const char *what) {
     if (got == QATTN_OK || !strstr(msg, names)) {
@@ -319,6 +276,15 @@ static void test_rows2_3_mqa_strides(void **state) {
     s = qattn_mqa_logits_run(ctx, &edited, &a, NULL, 0);
     expect(s, qattn_last_error(ctx), "changed after planning", "edited mqa plan");
     assert_true(qt_buf_all(ctx, bl, QT_POISON));
+    /* The experimental ceiling consumes plans too: the same check first. */
+    double tflops = -1.0;
+    s = qattn_mqa_matrix_ceiling(ctx, &edited, &tflops);
+    expect(s, qattn_last_error(ctx), "changed after planning", "edited plan to the ceiling");
+    assert_true(tflops == 0.0);
+    tflops = -1.0;
+    assert_int_equal(qattn_mqa_matrix_ceiling(ctx, &plan, &tflops), QATTN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(qattn_last_error(ctx), "qattn_mqa_matrix_ceiling"));
+    assert_true(tflops == 0.0);
     /* index64 was planned from these strides: other strides are refused. */
     qattn_mqa_logits_args wide = a;
     wide.q.strides[0] = H * MD + 64;
@@ -338,6 +304,62 @@ static void test_rows2_3_mqa_strides(void **state) {
     qattn_context_free(ctx);
 }
 
+/* Issue 18 item 4: the KV store's int32 rule counts T x Hkv x D with the
+ * cache's own kv heads and head dim, in either form; it multiplied
+ * shape[1] and shape[2], which for a rank-4 cache are P and Hkv. */
+static void test_kv_store_rank4_int32_rule(void **state) {
+    (void)state;
+    qattn_context *ctx = qt_cpu_ctx();
+    qt_rng rng = qt_rng_for("hardening_store4");
+    /* Valid: [1, 65536, 1, 64] with T = 32768 (32768 x 1 x 64 = 2^21);
+     * refused before as 32768 x 65536 "over int32". */
+    enum { T = 32768, PR = 65536, SD = 64 };
+    uint16_t *kn = malloc((size_t)T * SD * 2);
+    int32_t *slots = malloc((size_t)T * 4);
+    qt_fill_bf16(&rng, kn, (size_t)T * SD, 1.0f);
+    for (int t = 0; t < T; ++t) slots[t] = 2 * t + 1;
+    qattn_buffer *bk = qt_buf(ctx, kn, (size_t)T * SD * 2), *bs = qt_buf(ctx, slots, (size_t)T * 4);
+    qattn_buffer *kc = qt_buf(ctx, NULL, (size_t)PR * SD * 2), *vc = qt_buf(ctx, NULL, (size_t)PR * SD * 2);
+    qattn_kv_store_args a;
+    memset(&a, 0, sizeof a);
+    a.k_new = a.v_new = qattn_tensor_contiguous(bk, 0, QATTN_BF16, 3, (int64_t[]){T, 1, SD});
+    a.slot_mapping = qattn_tensor_contiguous(bs, 0, QATTN_I32, 1, (int64_t[]){T});
+    a.k_cache = qattn_tensor_contiguous(kc, 0, QATTN_BF16, 4, (int64_t[]){1, PR, 1, SD});
+    a.v_cache = qattn_tensor_contiguous(vc, 0, QATTN_BF16, 4, (int64_t[]){1, PR, 1, SD});
+    qattn_status s = qattn_kv_store(ctx, &a);
+    if (s != QATTN_OK) print_error("valid rank-4 store refused: %s\n", qattn_last_error(ctx));
+    assert_int_equal(s, QATTN_OK);
+    uint16_t got[SD];
+    const int t_probe = T - 3;
+    assert_int_equal(qattn_buffer_download(ctx, kc, (uint64_t)slots[t_probe] * SD * 2, got, sizeof got),
+                     QATTN_OK);
+    assert_memory_equal(got, kn + (size_t)t_probe * SD, sizeof got);
+    /* Over the limit with P = 1: [1, 1, 32768, 64] and T = 1024 broadcast
+     * tokens is 1024 x 32768 x 64 = 2^31 elements; passed before as
+     * 1024 x 1 x 32768. Every slot is -1, so the old code "ran" it. */
+    enum { T2 = 1024, H2 = 32768 };
+    for (int t = 0; t < T2; ++t) slots[t] = -1;
+    assert_int_equal(qattn_buffer_upload(ctx, bs, 0, slots, (size_t)T2 * 4), QATTN_OK);
+    qattn_buffer *kc2 = qt_buf(ctx, NULL, (size_t)H2 * SD * 2), *vc2 = qt_buf(ctx, NULL, (size_t)H2 * SD * 2);
+    qattn_kv_store_args b = a;
+    b.k_new = qattn_tensor_contiguous(bk, 0, QATTN_BF16, 3, (int64_t[]){T2, H2, SD});
+    b.k_new.strides[0] = b.k_new.strides[1] = 0; /* one token row for all */
+    b.v_new = b.k_new;
+    b.slot_mapping = qattn_tensor_contiguous(bs, 0, QATTN_I32, 1, (int64_t[]){T2});
+    b.k_cache = qattn_tensor_contiguous(kc2, 0, QATTN_BF16, 4, (int64_t[]){1, 1, H2, SD});
+    b.v_cache = qattn_tensor_contiguous(vc2, 0, QATTN_BF16, 4, (int64_t[]){1, 1, H2, SD});
+    s = qattn_kv_store(ctx, &b);
+    expect(s, qattn_last_error(ctx), "T x Hkv x D", "rank-4 store over int32");
+    assert_int_equal(s, QATTN_ERR_OVERFLOW);
+    assert_non_null(strstr(qattn_last_error(ctx), "1024 x 32768 x 64"));
+    assert_true(qt_buf_all(ctx, kc2, QT_POISON));
+    qattn_buffer *all[] = {bk, bs, kc, vc, kc2, vc2};
+    for (size_t i = 0; i < 6; ++i) qattn_buffer_free(ctx, all[i]);
+    free(kn);
+    free(slots);
+    qattn_context_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_row1_contiguous_saturates),
@@ -347,6 +369,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_row14_plan_integrity, setup, teardown),
         cmocka_unit_test(test_rows2_3_mqa_strides),
         cmocka_unit_test_setup_teardown(test_fuzz_found_caps_and_dtype, setup, teardown),
+        cmocka_unit_test(test_kv_store_rank4_int32_rule),
     };
     return cmocka_run_group_tests_name("hardening", tests, NULL, NULL);
 }

@@ -23,7 +23,7 @@
 
 /* A device without matrix units (RDNA4 caps minus coopmat). */
 static qattn_device_caps caps_no_matrix(qattn_device_caps c) {
-    c.features &= ~(uint32_t)(QATTN_FEAT_COOPMAT | QATTN_FEAT_FP8_MATRIX);
+    c.features &= ~(uint32_t)QATTN_FEAT_COOPMAT;
     c.n_matrix_shapes = 0;
     return c;
 }

@@ -4,36 +4,32 @@
  * in one thread and in two threads at once, each running a KV store and a
  * decode checked against the CPU reference while the other is created or
  * freed. Before per-context entry points this crashed in qattn_vk_destroy
- * (volk's globals reset by the second context).
+ * (volk's globals reset by the second context). Then (issue 18 item 6) the
+ * contexts without validation share one VkInstance, and N threads create,
+ * use and destroy contexts with no order between them.
  *
+ * QATTN_TEST_VALIDATION=0 runs every context without the validation layer.
  * Exit 0 pass, 1 fail, 77 skipped (no Vulkan device or validation layer).
  */
 #define _POSIX_C_SOURCE 200809L /* pthread_barrier_t */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "qattn/vulkan.h"
 #include "qt_step.h"
+#include "qt_check.h"
 
-static atomic_int failures;
 static qt_step step; /* inputs and reference, read-only once made */
 
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fprintf(stderr, "\n");                                          \
-            atomic_fetch_add(&failures, 1);                                 \
-        }                                                                   \
-    } while (0)
+/* QATTN_TEST_VALIDATION=0 (a GPU machine without the layer): every
+ * context without validation. */
+static int validation_allowed = 1;
 
 static qattn_context *open_ctx(int validation, char *err, size_t n, qattn_status *st) {
     qattn_context_options o = QATTN_CONTEXT_OPTIONS_INIT;
-    o.debug_validation = validation;
+    o.debug_validation = validation && validation_allowed;
     qattn_context *ctx = NULL;
     *st = qattn_context_create(qattn_backend_vulkan(), &o, &ctx, err, n);
     return ctx;
@@ -142,9 +138,86 @@ static void test_threads(void) {
     pthread_barrier_destroy(&barrier);
 }
 
+/* The library's own contexts without validation share one VkInstance,
+ * made with the first and destroyed with the last (issue 18 item 6): on
+ * the NVIDIA driver an instance created or destroyed while another thread
+ * used or destroyed a device crashed inside the driver. */
+static VkInstance instance_of(qattn_context *ctx) {
+    qattn_vulkan_device d;
+    memset(&d, 0, sizeof d);
+    d.size = sizeof d;
+    CHECK(qattn_vulkan_get_device(ctx, &d) == QATTN_OK, "%s", qattn_last_error(ctx));
+    return d.instance;
+}
+
+static void test_shared_instance(void) {
+    char err[512];
+    qattn_status st;
+    qattn_context *a = open_ctx(0, err, sizeof err, &st);
+    CHECK(a, "A: %s", err);
+    qattn_context *b = open_ctx(0, err, sizeof err, &st);
+    CHECK(b, "B: %s", err);
+    if (a && b)
+        CHECK(instance_of(a) == instance_of(b), "two contexts made two VkInstances (one per process expected)");
+    qattn_context_free(a);
+    if (b) run_step(b, "B after A, which made the instance, was freed");
+    qattn_context_free(b);
+    qattn_context *c = open_ctx(0, err, sizeof err, &st); /* a fresh instance after the last one went */
+    CHECK(c, "C: %s", err);
+    if (c) run_step(c, "C on a new instance");
+    qattn_context_free(c);
+}
+
+/* N threads each create, use (KV store + decode checked against the cpu
+ * reference) and destroy contexts, validation off, with no order between
+ * threads beyond starting each round together: the shape of an engine
+ * with one worker per GPU starting up and shutting down. The issue's
+ * crash was 2 threads x 6 rounds on the H200; QATTN_TEST_THREADS and
+ * QATTN_TEST_ROUNDS make it larger there. */
+static pthread_barrier_t round_barrier;
+static int n_rounds = 4;
+
+static void *churn(void *p) {
+    const int id = *(const int *)p;
+    char err[512], who[48];
+    for (int r = 0; r < n_rounds; ++r) {
+        snprintf(who, sizeof who, "churn thread %d round %d", id, r);
+        pthread_barrier_wait(&round_barrier);
+        qattn_status st;
+        qattn_context *ctx = open_ctx(0, err, sizeof err, &st);
+        CHECK(ctx, "%s: %s", who, err);
+        if (ctx) run_step(ctx, who);
+        qattn_context_free(ctx);
+    }
+    return NULL;
+}
+
+static int env_int(const char *name, int dflt, int lo, int hi) {
+    const char *v = getenv(name);
+    int x = v && *v ? atoi(v) : dflt;
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+static void test_churn(void) {
+    const int n = env_int("QATTN_TEST_THREADS", 3, 2, 64);
+    n_rounds = env_int("QATTN_TEST_ROUNDS", 4, 1, 1000);
+    pthread_barrier_init(&round_barrier, NULL, (unsigned)n);
+    pthread_t t[64];
+    int ids[64];
+    for (int i = 0; i < n; ++i) {
+        ids[i] = i;
+        pthread_create(&t[i], NULL, churn, &ids[i]);
+    }
+    for (int i = 0; i < n; ++i) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&round_barrier);
+    printf("vk_contexts: %d threads x %d rounds of create / KV store + decode / destroy\n", n, n_rounds);
+}
+
 int main(void) {
     char err[512];
     qattn_status st;
+    const char *env = getenv("QATTN_TEST_VALIDATION");
+    validation_allowed = !(env && strcmp(env, "0") == 0);
     qattn_context *probe = open_ctx(1, err, sizeof err, &st);
     if (!probe) {
         if (st == QATTN_ERR_BACKEND_UNAVAILABLE) {
@@ -161,11 +234,14 @@ int main(void) {
     }
     test_sequences();
     test_threads();
+    test_shared_instance();
+    test_churn();
     qt_step_free(&step);
-    if (failures) {
-        fprintf(stderr, "vk_contexts: %d check(s) failed\n", (int)failures);
+    if (qt_failures) {
+        fprintf(stderr, "vk_contexts: %d check(s) failed\n", (int)qt_failures);
         return 1;
     }
-    printf("vk_contexts: interleaved contexts with and without validation, 1 and 2 threads: passed\n");
+    printf("vk_contexts: interleaved contexts with and without validation, 1, 2 and N threads, one "
+           "shared instance: passed\n");
     return 0;
 }

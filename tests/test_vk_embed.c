@@ -18,22 +18,12 @@
 
 #include "qt_step.h"
 #include "qt_vk.h"
+#include "qt_check.h"
 
 #define GUARD 256u
 #define GUARD_BYTE 0xA5
 
-static int failures;
 static int validation = 1;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            ++failures;                                                       \
-        }                                                                     \
-    } while (0)
 
 /* Every tensor of the step in its own VkBuffer: GUARD bytes, the tensor,
  * GUARD bytes; wrapped on ctx. */
@@ -470,8 +460,8 @@ int main(void) {
     qt_step_free(&s);
     CHECK(v.n_messages == 0, "the validation layer reported %d message(s); first: %s", v.n_messages, v.first_message);
     qt_vk_close(&v);
-    if (failures) {
-        fprintf(stderr, "vk_embed: %d check(s) failed\n", failures);
+    if (qt_failures) {
+        fprintf(stderr, "vk_embed: %d check(s) failed\n", (int)qt_failures);
         return 1;
     }
     printf("vk_embed: all checks passed\n");

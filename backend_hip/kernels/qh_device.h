@@ -12,7 +12,8 @@
  *   AMD target (QH_SIM_GFX942: wave64; QH_SIM_GFX12: wave32) that CI runs
  *   the parity suite on. Threads are fibers (src/hostsim/qh_hostsim.c);
  *   the target's instructions (packed fp8 conversion, MFMA, WMMA) are
- *   emulated from their documented semantics (qh_arch_sim.h), so the
+ *   emulated from their documented semantics next to each primitive
+ *   (qh_fp8.h, qh_matrix.h), so the
  *   arch-specific code paths and fragment layouts of the kernels run too.
  *
  * Kernels never read blockDim/gridDim: the host passes every extent in the
@@ -241,13 +242,6 @@ QH_DEV float qh_expf(float x) {
     return expf(x);
 #endif
 }
-QH_DEV float qh_logf(float x) {
-#if defined(QH_AMD)
-    return __builtin_logf(x);
-#else
-    return logf(x);
-#endif
-}
 #if defined(QH_AMD)
 QH_DEV float qh_rintf(float x) { return __builtin_rintf(x); }
 QH_DEV float qh_fabsf(float x) { return __builtin_fabsf(x); }
@@ -264,15 +258,6 @@ QH_DEV int qh_isnan(float x) { return isnan(x); }
 QH_DEV float qh_neg_inf(void) { return -__builtin_huge_valf(); }
 template <typename T> QH_DEV T qh_min(T a, T b) { return a < b ? a : b; }
 template <typename T> QH_DEV T qh_max(T a, T b) { return a < b ? b : a; }
-
-/* tanh from one exp, the same formula on every target so soft-capped
- * logits agree across platforms (|error| ~ 1e-7 absolute, far inside the
- * decode tolerance after the cap's scaling). */
-QH_DEV float qh_tanhf(float x) {
-    float a = qh_fabsf(x);
-    float t = 1.0f - 2.0f / (qh_expf(2.0f * a) + 1.0f);
-    return x < 0.0f ? -t : t;
-}
 
 QH_DEV float qh_bits_f32(uint32_t u) {
 #if defined(QH_AMD)
@@ -319,10 +304,6 @@ QH_DEV float qh_shfl_xor_f32(float v, uint32_t mask) {
 }
 QH_DEV float qh_wave_max(float v) {
     for (uint32_t m = QH_WAVE / 2; m > 0; m >>= 1) v = qh_fmaxf(v, qh_shfl_xor_f32(v, m));
-    return v;
-}
-QH_DEV float qh_wave_sum(float v) {
-    for (uint32_t m = QH_WAVE / 2; m > 0; m >>= 1) v += qh_shfl_xor_f32(v, m);
     return v;
 }
 

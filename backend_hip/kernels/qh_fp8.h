@@ -104,38 +104,6 @@ template <int FMT> QH_DEV void qh_fp8x4_to_f32(uint32_t w, float out[4]) {
     for (int i = 0; i < 4; ++i) out[i] = qh_fp8_decode_bits<FMT>((w >> (8 * i)) & 0xFFu);
 }
 
-/* Four consecutive KV elements as f32 (fp8: times 1/qh_fp8_factor). The
- * raw bytes come from one aligned load when `vec` (4 bytes for 8-bit
- * formats, 8 for bf16) or from single bytes otherwise; either way the same
- * conversion follows, so an unaligned cache costs loads, not a second copy
- * of the math. */
-template <int FMT> QH_DEV void qh_kv_load4(const uint8_t *p, bool vec, float out[4]) {
-    if constexpr (FMT == QH_BF16) {
-        uint32_t w0, w1;
-        if (vec) {
-            const qh_u32x2 w = *(const qh_u32x2 *)p;
-            w0 = w.x;
-            w1 = w.y;
-        } else {
-            w0 = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-            w1 = (uint32_t)p[4] | ((uint32_t)p[5] << 8) | ((uint32_t)p[6] << 16) | ((uint32_t)p[7] << 24);
-        }
-        out[0] = qh_bits_f32(w0 << 16);
-        out[1] = qh_bits_f32(w0 & 0xFFFF0000u);
-        out[2] = qh_bits_f32(w1 << 16);
-        out[3] = qh_bits_f32(w1 & 0xFFFF0000u);
-    } else {
-        const uint32_t w = vec ? *(const uint32_t *)p
-                               : (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-                                     ((uint32_t)p[3] << 24);
-        if constexpr (FMT == QH_I8) {
-            for (int i = 0; i < 4; ++i) out[i] = (float)(int8_t)(w >> (8 * i));
-        } else {
-            qh_fp8x4_to_f32<FMT>(w, out);
-        }
-    }
-}
-
 /* ---- encoding (KV store) ---- */
 /* f32 -> fp8 code, RNE, satfinite; NaN -> 0x7F (fn) / 0x80 (fnuz); a value
  * that rounds to zero keeps its sign in fn (0x80) and is 0x00 in fnuz. */

@@ -2,19 +2,6 @@
  * Matrix-unit fragments. Each primitive states its lane layout, taken from
  * AMD's matrix instruction calculator (docs/hip.md lists what was checked):
  *
- * WMMA 16x16x16 bf16 -> f32, wave32 (gfx12, V_WMMA_F32_16X16X16_BF16):
- *   lane l, g = l / 16, c = l % 16
- *   A (MxK): lane holds row i = c; 4 VGPRs = 8 bf16 slots e = 0..7 (slot e
- *            in VGPR e/2, low half for even e), slot e is k = 8*(e/4) + 4*g + e%4
- *   B (KxN): lane holds column j = c; slots as for A
- *   C/D:     lane holds column j = c, VGPR v is row i = 8*g + v
- *   A and B share the slot-to-k map, so a kernel may assign any bijection
- *   between (g, e) slots and its reduction index, as long as it feeds both
- *   operands through the same one (the decode kernel does).
- *   Elsewhere (the NVIDIA twin, the gfx12 host simulation) a wave32
- *   emulation with the same layout runs on plain FMA, so the fragment
- *   bookkeeping the gfx12 kernel does is executed there too.
- *
  * MFMA 16x16x32 fp8 x fp8 -> f32, wave64 (gfx942, V_MFMA_F32_16X16X32_FP8_FP8,
  *   operands E4M3 FNUZ):
  *   lane l, g = l / 16 (0..3), c = l % 16
@@ -28,60 +15,6 @@
 
 #include "qh_device.h"
 #include "qh_fp8.h"
-
-/* ---- WMMA bf16 16x16x16 (wave32) ---- */
-#if QH_WAVE == 32
-/* a, b: 4 words of bf16 pairs (slot 2v in the low half of word v). */
-QH_DEV void qh_wmma_bf16(const uint32_t a[4], const uint32_t b[4], float c[8]) {
-#if defined(QH_GFX12) && defined(QH_AMD)
-    typedef short v8s __attribute__((ext_vector_type(8)));
-    typedef float v8f __attribute__((ext_vector_type(8)));
-    v8s va, vb;
-    for (int v = 0; v < 4; ++v) {
-        va[2 * v] = (short)(a[v] & 0xFFFFu);
-        va[2 * v + 1] = (short)(a[v] >> 16);
-        vb[2 * v] = (short)(b[v] & 0xFFFFu);
-        vb[2 * v + 1] = (short)(b[v] >> 16);
-    }
-    v8f vc;
-    for (int v = 0; v < 8; ++v) vc[v] = c[v];
-    vc = __builtin_amdgcn_wmma_f32_16x16x16_bf16_w32_gfx12(va, vb, vc);
-    for (int v = 0; v < 8; ++v) c[v] = vc[v];
-#else
-    /* Emulation: lane (g, c) computes D[8g + v][c] for v = 0..7. Column c of
-     * B is this lane's 8 slots plus those of lane l ^ 16; row i of A is in
-     * lanes i (g = 0 slots) and i + 16 (g = 1 slots). */
-    const uint32_t lane = qh_lane();
-    const uint32_t g = lane >> 4;
-    float bcol[16];
-    for (int v = 0; v < 4; ++v) {
-        const uint32_t mine = b[v];
-        const uint32_t other = qh_shfl_u32(b[v], lane ^ 16u);
-        for (int h = 0; h < 2; ++h) {
-            const int e = 2 * v + h;
-            const int k_mine = 8 * (e / 4) + 4 * (int)g + e % 4;
-            const int k_other = 8 * (e / 4) + 4 * (int)(g ^ 1u) + e % 4;
-            bcol[k_mine] = qh_bf16_to_f32((uint16_t)(mine >> (16 * h)));
-            bcol[k_other] = qh_bf16_to_f32((uint16_t)(other >> (16 * h)));
-        }
-    }
-    for (int v = 0; v < 8; ++v) {
-        const uint32_t row = 8u * g + (uint32_t)v;
-        float acc = c[v];
-        for (int w = 0; w < 4; ++w) {
-            const uint32_t a0 = qh_shfl_u32(a[w], row);       /* slots of group 0 */
-            const uint32_t a1 = qh_shfl_u32(a[w], row + 16u); /* slots of group 1 */
-            for (int h = 0; h < 2; ++h) {
-                const int e = 2 * w + h;
-                acc += qh_bf16_to_f32((uint16_t)(a0 >> (16 * h))) * bcol[8 * (e / 4) + e % 4];
-                acc += qh_bf16_to_f32((uint16_t)(a1 >> (16 * h))) * bcol[8 * (e / 4) + 4 + e % 4];
-            }
-        }
-        c[v] = acc;
-    }
-#endif
-}
-#endif /* QH_WAVE == 32 */
 
 /* ---- MFMA fp8 16x16x32 (gfx942, wave64) ---- */
 #if defined(QH_GFX942)
@@ -121,9 +54,13 @@ QH_DEV void qh_mfma_fp8(uint64_t a, uint64_t b, float c[4]) {
  * gfx942, V_MFMA_F32_16X16X16_F16 (wave64): lane l, g = l / 16, c = l % 16
  *   A: row c, 4 f16 = k 4g .. 4g + 3 (a[0] low half is k = 4g)
  *   B: column c, the same k; C/D: column c, VGPR v is row 4g + v
- * gfx12, V_WMMA_F32_16X16X16_F16 (wave32): the bf16 WMMA's layout above
- *   A: row c, 8 f16 slots e: k = 8 (e / 4) + 4g + e % 4 (slot e in word e/2)
+ * gfx12, V_WMMA_F32_16X16X16_F16 (wave32): lane l, g = l / 16, c = l % 16
+ *   A: row c, 8 f16 slots e: k = 8 (e / 4) + 4g + e % 4 (slot e in word e/2,
+ *      low half for even e)
  *   B: column c, the same k; C/D: column c, VGPR v is row 8g + v
+ *   A and B share the slot-to-k map, so a kernel may assign any bijection
+ *   between (g, e) slots and its reduction index, as long as it feeds both
+ *   operands through the same one (the decode kernel does).
  * The host simulations emulate both from these layouts. */
 #if defined(QH_GFX942)
 QH_DEV void qh_mfma_f16(const uint32_t a[2], const uint32_t b[2], float c[4]) {

@@ -9,18 +9,9 @@
 #include "qh_backend.h"
 #include "qh_params.h"
 
-/* A tensor's view as the kernel reads it (KV store: addressed by slot). */
-static void put_view(uint32_t *dst, const qattn_tensor *t, int is_scale) {
-    if (!t->buffer) {
-        dst[0] = 1; /* never read: bf16 caches have no scales */
-        return;
-    }
-    const qattn_cache_view32 v = qattn_cache_view32_of(t, is_scale, 1);
-    dst[0] = (uint32_t)v.page_rows;
-    dst[1] = v.page_stride;
-    dst[2] = v.row_stride;
-    dst[3] = v.head_stride;
-}
+/* Views (qattn_cache_view32_put with page size 1): the KV store addresses
+ * by slot, so slots address pages of one row for a rank-3 tensor, of P rows
+ * for a rank-4 one. */
 
 qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
     qh_backend *be = vbe;
@@ -37,10 +28,10 @@ qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
         p.kn_s[i] = qattn_stride32(&a->k_new, i);
         p.vn_s[i] = qattn_stride32(&a->v_new, i);
     }
-    put_view(p.kc_v, &a->k_cache, 0);
-    put_view(p.vc_v, &a->v_cache, 0);
-    put_view(p.ks_v, &a->k_scale, 1);
-    put_view(p.vs_v, &a->v_scale, 1);
+    qattn_cache_view32_put(p.kc_v, &a->k_cache, 0, 1);
+    qattn_cache_view32_put(p.vc_v, &a->v_cache, 0, 1);
+    qattn_cache_view32_put(p.ks_v, &a->k_scale, 1, 1);
+    qattn_cache_view32_put(p.vs_v, &a->v_scale, 1, 1);
     p.slots_s = qattn_stride32(&a->slot_mapping, 0);
     p.n_slots = qattn_cache_view32_of(&a->k_cache, 0, 1).n_slots;
     p.T = (int32_t)a->k_new.shape[0];

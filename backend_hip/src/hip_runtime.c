@@ -10,17 +10,17 @@
  *
  * Every iface slot runs between qh_enter and qh_leave: the context's device
  * is made current for the call and the caller's current device restored
- * after it, so qattn never leaves an engine on another device.
+ * after it, so qattn never leaves an engine on another device. The iface
+ * table itself is in hip_backend.c.
  */
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "qattn/hip.h"
 #include "qh_backend.h"
 #include "qh_code_objects.h"
+#include "qh_target_caps.h"
 
 /* Which kernels each target has, and from which source (qh_kernels.def). */
 static const struct {
@@ -35,7 +35,7 @@ static const struct {
 qattn_status qh_fail(qh_backend *be, qattn_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(be->msg, sizeof be->msg, fmt, ap);
+    s = qattn_vformat_status(be->msg, sizeof be->msg, s, fmt, ap);
     va_end(ap);
     return s;
 }
@@ -89,16 +89,6 @@ static qattn_status device_name_arch(qh_backend *be, int dev, char *name, size_t
     return QATTN_OK;
 }
 
-static int contains_ci(const char *hay, const char *needle) {
-    size_t n = strlen(needle);
-    for (; *hay; ++hay) {
-        size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i])) ++i;
-        if (i == n) return 1;
-    }
-    return n == 0;
-}
-
 /* options->device, then QATTN_HIP_DEVICE, then device 0: a decimal index or
  * a case-insensitive substring of the device name. */
 static qattn_status pick_device(qh_backend *be, const char *sel, int count, int *out) {
@@ -120,7 +110,7 @@ static qattn_status pick_device(qh_backend *be, const char *sel, int count, int 
         char name[256], arch[96];
         qattn_status s = device_name_arch(be, d, name, sizeof name, arch, sizeof arch);
         if (s != QATTN_OK) return s;
-        if (contains_ci(name, sel) || contains_ci(arch, sel)) {
+        if (qattn_name_contains(name, sel) || qattn_name_contains(arch, sel)) {
             *out = d;
             return QATTN_OK;
         }
@@ -128,21 +118,8 @@ static qattn_status pick_device(qh_backend *be, const char *sel, int count, int 
     return qh_fail(be, QATTN_ERR_BACKEND_UNAVAILABLE, "no HIP device matches \"%s\"", sel);
 }
 
-static void add_shape(qattn_device_caps *c, int m, int n, int k, qattn_dtype a, qattn_dtype acc) {
-    if (c->n_matrix_shapes >= QATTN_MAX_MATRIX_SHAPES) return;
-    qattn_matrix_shape *s = &c->matrix_shapes[c->n_matrix_shapes++];
-    s->m = (uint16_t)m;
-    s->n = (uint16_t)n;
-    s->k = (uint16_t)k;
-    s->a_type = a;
-    s->c_type = acc;
-}
-
-/* Capabilities as this backend uses them: matrix shapes are the ones its
- * kernels issue (fp8 and f16 MFMA on gfx942, f16 WMMA on gfx12, f16 wmma on
- * the NVIDIA twin), not every shape
- * the hardware has, so the planners never pick a path (e.g. an f16
- * cooperative-matrix kernel) this backend does not implement. */
+/* Capabilities as this backend uses them: the device's limits, queried, and
+ * the target's features and matrix shapes (qh_target_caps.h). */
 static qattn_status fill_caps(qh_backend *be) {
     qattn_device_caps *c = &be->caps;
     memset(c, 0, sizeof *c);
@@ -168,23 +145,8 @@ static qattn_status fill_caps(qh_backend *be) {
      * which only dynamic shared memory can use). */
     c->max_shared_bytes = (uint32_t)lds;
     c->max_workgroup_size = (uint32_t)maxwg;
-    c->features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT |
-                  QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS;
     be->wave = warp;
-    if (be->target == QH_T_GFX942) {
-        c->features |= QATTN_FEAT_COOPMAT | QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
-        c->fp8_matrix_native = QATTN_FP8_E4M3FNUZ;
-        add_shape(c, 16, 16, 32, QATTN_FP8_E4M3FNUZ, QATTN_F32); /* MQA staged (MFMA) */
-        add_shape(c, 16, 16, 16, QATTN_F16, QATTN_F32);           /* tiled decode (MFMA f16) */
-    } else if (be->target == QH_T_GFX12) {
-        c->features |= QATTN_FEAT_COOPMAT | QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
-        c->fp8_matrix_native = QATTN_FP8_E4M3FN;
-        add_shape(c, 16, 16, 16, QATTN_F16, QATTN_F32); /* tiled decode (WMMA f16) */
-    } else {
-        /* the NVIDIA twin: the tiled decode's products through nvcuda::wmma */
-        c->features |= QATTN_FEAT_COOPMAT;
-        add_shape(c, 16, 16, 16, QATTN_F16, QATTN_F32);
-    }
+    qh_target_caps(be->target, c);
     return QATTN_OK;
 }
 
@@ -230,20 +192,20 @@ static qattn_status load_kernels(qh_backend *be) {
 /* Makes the context's device current; returns the caller's (-1 when it
  * cannot be read, and then nothing is restored). hipSetDevice only when it
  * differs: it is cheap, but not free, on every call. */
-static int qh_enter(qh_backend *be) {
+int qh_enter(qh_backend *be) {
     int prev = -1;
     if (hipGetDevice(&prev) != hipSuccess) prev = -1;
     if (prev != be->device) hipSetDevice(be->device);
     return prev;
 }
 
-static void qh_leave(qh_backend *be, int prev) {
+void qh_leave(qh_backend *be, int prev) {
     if (prev >= 0 && prev != be->device) hipSetDevice(prev);
 }
 
 /* ---- iface slots ---- */
 
-static void qh_destroy(void *p) {
+void qh_destroy(void *p) {
     qh_backend *be = p;
     if (!be) return;
     const int prev = qh_enter(be);
@@ -254,7 +216,7 @@ static void qh_destroy(void *p) {
     free(be);
 }
 
-static qattn_status qh_create(const qattn_context_options *opt, void **out, char *err, size_t n) {
+qattn_status qh_create(const qattn_context_options *opt, void **out, char *err, size_t n) {
     *out = NULL;
     qh_backend *be = calloc(1, sizeof *be);
     if (!be) {
@@ -300,12 +262,12 @@ fail:
     return s;
 }
 
-static qattn_status qh_get_caps(void *p, qattn_device_caps *caps) {
+qattn_status qh_get_caps(void *p, qattn_device_caps *caps) {
     *caps = ((qh_backend *)p)->caps;
     return QATTN_OK;
 }
 
-static qattn_status qh_buffer_alloc(void *p, uint64_t bytes, void **handle) {
+qattn_status qh_buffer_alloc(void *p, uint64_t bytes, void **handle) {
     qh_backend *be = p;
     const int prev = qh_enter(be);
     void *d = NULL;
@@ -319,7 +281,7 @@ static qattn_status qh_buffer_alloc(void *p, uint64_t bytes, void **handle) {
     return QATTN_OK;
 }
 
-static void qh_buffer_free(void *p, void *handle) {
+void qh_buffer_free(void *p, void *handle) {
     qh_backend *be = p;
     const int prev = qh_enter(be);
     hipFree(handle);
@@ -327,20 +289,20 @@ static void qh_buffer_free(void *p, void *handle) {
 }
 
 /* A wrapped device pointer is its own handle; unwrapping frees nothing. */
-static qattn_status qh_buffer_wrap(void *p, void *native, uint64_t bytes, void **handle) {
+qattn_status qh_buffer_wrap(void *p, void *native, uint64_t bytes, void **handle) {
     (void)p;
     (void)bytes;
     *handle = native;
     return QATTN_OK;
 }
-static void qh_buffer_unwrap(void *p, void *handle) {
+void qh_buffer_unwrap(void *p, void *handle) {
     (void)p;
     (void)handle;
 }
 
 /* Copies run on the caller's stream, so they are ordered with the ops
  * enqueued there, and are waited for (the API says they complete). */
-static qattn_status qh_buffer_upload(void *p, void *handle, uint64_t offset, const void *src,
+qattn_status qh_buffer_upload(void *p, void *handle, uint64_t offset, const void *src,
                                      uint64_t bytes) {
     qh_backend *be = p;
     const int prev = qh_enter(be);
@@ -352,7 +314,7 @@ static qattn_status qh_buffer_upload(void *p, void *handle, uint64_t offset, con
     return s;
 }
 
-static qattn_status qh_buffer_download(void *p, void *handle, uint64_t offset, void *dst,
+qattn_status qh_buffer_download(void *p, void *handle, uint64_t offset, void *dst,
                                        uint64_t bytes) {
     qh_backend *be = p;
     const int prev = qh_enter(be);
@@ -364,7 +326,7 @@ static qattn_status qh_buffer_download(void *p, void *handle, uint64_t offset, v
     return s;
 }
 
-static qattn_status qh_synchronize(void *p) {
+qattn_status qh_synchronize(void *p) {
     qh_backend *be = p;
     const int prev = qh_enter(be);
     qattn_status s = qh_check(be, hipStreamSynchronize(be->stream), "hipStreamSynchronize");
@@ -383,7 +345,7 @@ qattn_status qh_op_end(qh_backend *be) {
     return s;
 }
 
-static qattn_status qh_last_op_time_ms(void *p, double *ms) {
+qattn_status qh_last_op_time_ms(void *p, double *ms) {
     qh_backend *be = p;
     if (!be->timed) return qh_fail(be, QATTN_ERR_INVALID_ARGUMENT, "no timed op yet");
     const int prev = qh_enter(be);
@@ -409,74 +371,4 @@ qattn_status qh_launch_shared(qh_backend *be, enum qh_kernel_id k, unsigned gx, 
     void *args[1] = {params};
     return qh_check(be, hipModuleLaunchKernel(be->fn[k], gx, gy, gz, block, 1, 1, shared, be->stream, args, NULL),
                     what);
-}
-
-static int qh_supports_op(void *p, qattn_op op, const void *plan) {
-    const qh_backend *be = p;
-    switch (op) {
-    case QATTN_OP_DECODE: return qh_decode_supported(be, plan);
-    case QATTN_OP_KV_STORE: return 1;
-    case QATTN_OP_MQA_LOGITS: return qh_mqa_supported(be, plan);
-    }
-    return 0;
-}
-
-static const char *qh_last_message(void *p) { return ((qh_backend *)p)->msg; }
-
-/* The ops, each between qh_enter and qh_leave (hip_decode.c and the other
- * launchers assume their device is current). */
-static qattn_status qh_decode_slot(void *p, const qattn_decode_plan *plan, const qattn_decode_args *a,
-                                   const qattn_workspace *ws) {
-    const int prev = qh_enter(p);
-    qattn_status s = qh_decode(p, plan, a, ws);
-    qh_leave(p, prev);
-    return s;
-}
-
-static qattn_status qh_kv_store_slot(void *p, const qattn_kv_store_args *a) {
-    const int prev = qh_enter(p);
-    qattn_status s = qh_kv_store(p, a);
-    qh_leave(p, prev);
-    return s;
-}
-
-static qattn_status qh_mqa_logits_slot(void *p, const qattn_mqa_logits_plan *plan,
-                                       const qattn_mqa_logits_args *a, const qattn_workspace *ws) {
-    const int prev = qh_enter(p);
-    qattn_status s = qh_mqa_logits(p, plan, a, ws);
-    qh_leave(p, prev);
-    return s;
-}
-
-static const qattn_backend_iface qh_iface = {
-    .name = "hip",
-    .abi_version = QATTN_BACKEND_ABI,
-    .create = qh_create,
-    .destroy = qh_destroy,
-    .get_caps = qh_get_caps,
-    .buffer_alloc = qh_buffer_alloc,
-    .buffer_free = qh_buffer_free,
-    .buffer_upload = qh_buffer_upload,
-    .buffer_download = qh_buffer_download,
-    .buffer_wrap = qh_buffer_wrap,
-    .buffer_unwrap = qh_buffer_unwrap,
-    .supports_op = qh_supports_op,
-    .decode = qh_decode_slot,
-    .kv_store = qh_kv_store_slot,
-    .mqa_logits = qh_mqa_logits_slot,
-    .synchronize = qh_synchronize,
-    .last_op_time_ms = qh_last_op_time_ms,
-    .read_stream = qh_read_stream,
-    .last_message = qh_last_message,
-};
-
-const qattn_backend_iface *qattn_backend_hip(void) { return &qh_iface; }
-
-qattn_status qattn_hip_set_stream(qattn_context *ctx, void *stream) {
-    qh_backend *be = qattn_context_instance(ctx, &qh_iface);
-    if (!be)
-        return qattn_context_fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                                  "qattn_hip_set_stream: ctx is not a HIP context");
-    be->stream = (hipStream_t)stream;
-    return QATTN_OK;
 }

@@ -57,6 +57,23 @@ static inline uint64_t qh_addr(const qattn_tensor *t) {
     return t->buffer ? (uint64_t)(uintptr_t)qattn_buffer_handle(t->buffer) + t->offset : 0;
 }
 
+/* Runtime slots (hip_runtime.c). qh_enter makes the context's device
+ * current and returns the caller's (-1: unknown, nothing is restored);
+ * qh_leave restores it. */
+int qh_enter(qh_backend *be);
+void qh_leave(qh_backend *be, int prev);
+qattn_status qh_create(const qattn_context_options *opt, void **out, char *err, size_t n);
+void qh_destroy(void *be);
+qattn_status qh_get_caps(void *be, qattn_device_caps *caps);
+qattn_status qh_buffer_alloc(void *be, uint64_t bytes, void **handle);
+void qh_buffer_free(void *be, void *handle);
+qattn_status qh_buffer_wrap(void *be, void *native, uint64_t bytes, void **handle);
+void qh_buffer_unwrap(void *be, void *handle);
+qattn_status qh_buffer_upload(void *be, void *handle, uint64_t offset, const void *src, uint64_t bytes);
+qattn_status qh_buffer_download(void *be, void *handle, uint64_t offset, void *dst, uint64_t bytes);
+qattn_status qh_synchronize(void *be);
+qattn_status qh_last_op_time_ms(void *be, double *ms);
+
 /* Op entry points (hip_decode.c, hip_kv_store.c, hip_mqa_logits.c). */
 int qh_decode_supported(const qh_backend *be, const qattn_decode_plan *plan);
 int qh_mqa_supported(const qh_backend *be, const qattn_mqa_logits_plan *plan);

@@ -60,6 +60,11 @@ static qattn_status cpu_wrap(void *be, void *native, uint64_t bytes, void **hand
     return QATTN_OK;
 }
 
+static uint64_t cpu_address(void *be, void *handle) {
+    (void)be;
+    return (uint64_t)(uintptr_t)handle;
+}
+
 static qattn_status cpu_upload(void *be, void *handle, uint64_t off, const void *src, uint64_t n) {
     memcpy((char *)handle + off, src, (size_t)n);
     return QATTN_OK;
@@ -136,6 +141,7 @@ static const qattn_backend_iface cpu_iface = {
     .buffer_download = cpu_download,
     .buffer_wrap = cpu_wrap,
     .buffer_unwrap = NULL,
+    .buffer_address = cpu_address,
     .supports_op = NULL,
     .decode = cpu_decode,
     .kv_store = cpu_kv_store,

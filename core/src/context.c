@@ -53,15 +53,6 @@ void qattn_context_free(qattn_context *ctx) {
 
 void *qattn_buffer_handle(const qattn_buffer *buf) { return buf ? buf->handle : NULL; }
 
-void *qattn_context_instance(qattn_context *ctx, const qattn_backend_iface *iface) {
-    return ctx && iface && ctx->iface == iface ? ctx->be : NULL;
-}
-
-qattn_status qattn_context_fail(qattn_context *ctx, qattn_status s, const char *message) {
-    if (!ctx) return s;
-    return qattn__fail(ctx, s, "%s", message ? message : qattn_status_text(s));
-}
-
 const char *qattn_last_error(const qattn_context *ctx) { return ctx ? ctx->last_error : ""; }
 
 const char *qattn_backend_name(const qattn_context *ctx) { return ctx ? ctx->iface->name : ""; }

@@ -32,6 +32,16 @@ qattn_status qattn__err(char *err, size_t err_size, qattn_status s, const char *
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+/* Appends a sentence to a plan's reason text of n bytes ("; "-separated,
+ * truncating, never overflowing). */
+void qattn__append_reason(char *reason, size_t n, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* ASCII case-insensitive equality of two names (variant names in the
+ * environment); qattn_name_contains (qattn/backend.h) is the substring form. */
+int qattn__name_is(const char *a, const char *b);
 /* Sets ctx's last error and returns s. */
 qattn_status qattn__fail(qattn_context *ctx, qattn_status s, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -64,7 +74,6 @@ qattn_status qattn__check_tensor_bcast(const qattn_tensor *t, const char *name, 
 /* Byte extent [first, last] a tensor touches; returns QATTN_ERR_OVERFLOW on
  * int64 overflow. */
 qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64_t *end_excl);
-int qattn__tensor_is_contiguous(const qattn_tensor *t);
 /* The bounds every size a planner or kernel computes with relies on, for a
  * descriptor that may have no buffer (the pure planners): rank in
  * rank_lo..rank_hi, every shape and stride in 0..INT32_MAX, the byte extent
@@ -73,13 +82,9 @@ qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t 
                                int32_t rank_hi, char *err, size_t n);
 int qattn__is_fp8(qattn_dtype t);
 
-/* How kernels address a K/V cache or its scales: qattn_cache_view
- * (qattn/backend.h), public so backends share the one description. */
-typedef qattn_cache_view qattn__cache_view;
-static inline qattn__cache_view qattn__cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size) {
-    return qattn_cache_view_of(t, is_scale, page_size);
-}
-/* Whether a cache (is_scale 0) or scale tensor is in the paged rank-4
+/* How kernels address a K/V cache or its scales is qattn_cache_view
+ * (qattn/backend.h, made by tensor.c), public so backends share the one
+ * description. Whether a cache (is_scale 0) or scale tensor is in the paged rank-4
  * (scales: rank-3) form. */
 static inline int qattn__cache_is_paged(const qattn_tensor *t, int is_scale) {
     return t->rank == (is_scale ? 3 : 4);
@@ -95,7 +100,7 @@ static inline int64_t qattn__cache_heads(const qattn_tensor *t) { return t->shap
 static inline int64_t qattn__cache_head_dim(const qattn_tensor *t) { return t->shape[t->rank - 1]; }
 /* Element offset of (slot, head g) in a view: the start of that head's row
  * (add d for a cache's element d). slot must be inside the cache. */
-static inline int64_t qattn__cache_offset(const qattn__cache_view *v, int64_t slot, int64_t g) {
+static inline int64_t qattn__cache_offset(const qattn_cache_view *v, int64_t slot, int64_t g) {
     return slot / v->page_rows * v->page_stride + slot % v->page_rows * v->row_stride +
            g * v->head_stride;
 }
@@ -117,17 +122,52 @@ qattn_status qattn__check_mqa_logits_shapes(const qattn_mqa_logits_args *a, char
 qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n);
 qattn_status qattn__validate_mqa_logits(const qattn_mqa_logits_args *a, char *err, size_t n);
 
-/* ---- plan integrity (core/src/ops.c) ----
+/* ---- plan integrity (core/src/plan_seal.c) ----
  * A plan's last member `integrity` is a digest of all its bytes before it.
- * Planners hand every plan they return through these, so the digest is
- * computed over the final bytes; run refuses a plan whose digest differs
- * (edited after planning, or made by another build of the library). */
+ * Planners hand every plan they return through the seal functions, so the
+ * digest is computed over the final bytes; every consumer of a plan checks
+ * it first and refuses a plan whose digest differs (edited after planning,
+ * or made by another build of the library). */
 /* Writes p to *out with what the run must match recorded (max_kv_len of
  * a; the layout of a's tensors) and the digest set. */
 void qattn__seal_decode_plan(qattn_decode_plan *out, const qattn_decode_plan *p,
                              const qattn_decode_args *a);
 void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p,
                                  const qattn_mqa_logits_args *a);
+/* QATTN_OK when the plan's digest matches its bytes; otherwise ctx's last
+ * error says the plan changed after planning. */
+qattn_status qattn__check_decode_sealed(qattn_context *ctx, const qattn_decode_plan *p);
+qattn_status qattn__check_mqa_sealed(qattn_context *ctx, const qattn_mqa_logits_plan *p);
+/* Digest of the layout a plan depends on: dtypes, shapes, strides and
+ * 16-byte offset alignment of the args' tensors (decode: not the page
+ * table, whose length changes every step). */
+uint64_t qattn__decode_args_layout(const qattn_decode_args *a);
+uint64_t qattn__mqa_args_layout(const qattn_mqa_logits_args *a);
+
+/* ---- run-time plan checks (core/src/ops.c) ----
+ * What every consumer of a sealed plan checks against the context: the
+ * plan's shared memory fits this device, the backend has the entry point
+ * (has_slot) and supports_op accepts the plan. Names op_name and variant in
+ * the failure. */
+qattn_status qattn__check_plan_device(qattn_context *ctx, qattn_op op, const char *op_name,
+                                      const void *plan, const char *variant, uint32_t shared_bytes,
+                                      int has_slot);
+
+/* ---- outputs over inputs (core/src/alias.c) ----
+ * A run's tensors with their roles: QATTN__OUT is compared with every other
+ * tensor, QATTN__OUT_SHARED with inputs only (the KV store's caches and
+ * scales, which may interleave in one allocation). Refuses, naming both, an
+ * output whose bytes meet another tensor's, and a workspace (may be NULL)
+ * meeting any tensor. Absent tensors are skipped. */
+#define QATTN_MAX_OPERANDS 16
+typedef enum qattn__role { QATTN__IN, QATTN__OUT, QATTN__OUT_SHARED } qattn__role;
+typedef struct qattn__operand {
+    const qattn_tensor *t;
+    const char *name;
+    qattn__role kind;
+} qattn__operand;
+qattn_status qattn__check_alias(qattn_context *ctx, const qattn__operand *ops, int n,
+                                const qattn_workspace *ws);
 
 /* Host address of element 0 of a tensor on the cpu backend. */
 static inline void *qattn__host_ptr(const qattn_tensor *t) {

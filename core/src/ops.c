@@ -1,103 +1,14 @@
 /* Run entry points of the operations: validate the descriptors, check the
  * plan belongs to these arguments and this device, optionally verify
  * indices, then hand over to the backend. Nothing is launched or written
- * unless every check passes. Planners live in plan_*.c. */
+ * unless every check passes. Planners live in plan_*.c, plan sealing and its
+ * checks in plan_seal.c. */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-
-/* ---- plan integrity --------------------------------------------------------
- * FNV-1a over the bytes, seeded with the plan type's tag and size (so a plan
- * of another layout or op never matches), then a 64-bit finalizer so that
- * nearby plans get unrelated digests. This catches plans edited or
- * corrupted after planning; it is not a defence against a caller forging
- * one on purpose. */
-static uint64_t digest(uint64_t tag, const void *bytes, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull ^ tag ^ ((uint64_t)n << 32);
-    const unsigned char *b = bytes;
-    for (size_t i = 0; i < n; ++i) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
-
-#define DECODE_TAG 0x71617474656e6431ull /* "qattend1" */
-#define MQA_TAG 0x716174746d716131ull    /* "qattmqa1" */
-
-static uint64_t decode_digest(const qattn_decode_plan *p) {
-    return digest(DECODE_TAG, p, offsetof(qattn_decode_plan, integrity));
-}
-
-static uint64_t mqa_digest(const qattn_mqa_logits_plan *p) {
-    return digest(MQA_TAG, p, offsetof(qattn_mqa_logits_plan, integrity));
-}
-
-/* The digest covers every byte before it only if it is the last member. */
-_Static_assert(offsetof(qattn_decode_plan, integrity) + sizeof(uint64_t) == sizeof(qattn_decode_plan),
-               "qattn_decode_plan.integrity must be the last member");
-_Static_assert(offsetof(qattn_mqa_logits_plan, integrity) + sizeof(uint64_t) ==
-                   sizeof(qattn_mqa_logits_plan),
-               "qattn_mqa_logits_plan.integrity must be the last member");
-
-/* Folds what a planner may read of a tensor into h: whether it is there,
- * dtype, rank, shape, strides and the offset's alignment (not the buffer
- * or the offset itself: a plan is made once per shape and layout and runs
- * on any buffers of that layout). */
-static uint64_t fold_tensor(uint64_t h, const qattn_tensor *t) {
-    int64_t w[3 + 2 * QATTN_MAX_RANK];
-    memset(w, 0, sizeof w);
-    w[0] = t->buffer != NULL;
-    w[1] = t->dtype;
-    w[2] = t->rank;
-    for (int32_t i = 0; i < t->rank && i < QATTN_MAX_RANK; ++i) {
-        w[3 + i] = t->shape[i];
-        w[3 + QATTN_MAX_RANK + i] = t->strides[i];
-    }
-    w[1] |= (int64_t)(t->offset % 16u) << 32;
-    return digest(h, w, sizeof w);
-}
-
-static uint64_t decode_layout(const qattn_decode_args *a) {
-    /* Not the page table (kv_indptr, kv_indices, kv_lens): its length
-     * changes every step while the plan stays valid. */
-    const qattn_tensor *ts[] = {&a->q, &a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale,
-                                &a->sinks, &a->o, &a->lse};
-    uint64_t h = DECODE_TAG ^ (uint64_t)(uint32_t)a->page_size;
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) h = fold_tensor(h, ts[i]);
-    return h;
-}
-
-static uint64_t mqa_layout(const qattn_mqa_logits_args *a) {
-    const qattn_tensor *ts[] = {&a->q, &a->k, &a->k_scale, &a->weights, &a->ks, &a->ke, &a->logits};
-    uint64_t h = MQA_TAG;
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) h = fold_tensor(h, ts[i]);
-    return h;
-}
-
-void qattn__seal_decode_plan(qattn_decode_plan *out, const qattn_decode_plan *p,
-                             const qattn_decode_args *a) {
-    /* memmove, not assignment: every byte the digest covers is copied. */
-    memmove(out, p, sizeof *out);
-    out->max_kv_len = a->max_kv_len;
-    out->args_layout = decode_layout(a);
-    out->integrity = decode_digest(out);
-}
-
-void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p,
-                                 const qattn_mqa_logits_args *a) {
-    memmove(out, p, sizeof *out);
-    out->args_layout = mqa_layout(a);
-    out->integrity = mqa_digest(out);
-}
 
 /* QATTN_CHECK_INDICES=1: verify every slot/page index on the host before
  * launching. Off by default because it downloads the index tensors. */
@@ -206,28 +117,21 @@ static qattn_status resolve_workspace(qattn_context *ctx, uint64_t need, qattn_b
     return QATTN_OK;
 }
 
-static qattn_status check_owner(qattn_context *ctx, const qattn_tensor *ts, const char *const *names,
-                                int n) {
+static qattn_status check_owner(qattn_context *ctx, const qattn__operand *ops, int n) {
     for (int i = 0; i < n; ++i)
-        if (ts[i].buffer && ts[i].buffer->owner != ctx)
+        if (ops[i].t->buffer && ops[i].t->buffer->owner != ctx)
             return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "%s: buffer belongs to another context",
-                               names[i]);
+                               ops[i].name);
     return QATTN_OK;
 }
 
-/* The checks every planned op shares once its plan matches its args: the
- * plan fits this device, the workspace is there, and the backend has the op
- * and can run this plan. `has_slot` is whether the op's entry point exists. */
-static qattn_status check_plan_launch(qattn_context *ctx, qattn_op op, const char *op_name,
+qattn_status qattn__check_plan_device(qattn_context *ctx, qattn_op op, const char *op_name,
                                       const void *plan, const char *variant, uint32_t shared_bytes,
-                                      uint64_t workspace_bytes, int has_slot, qattn_buffer *workspace,
-                                      uint64_t workspace_offset, qattn_workspace *ws) {
+                                      int has_slot) {
     if (shared_bytes > ctx->caps.max_shared_bytes)
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                            "plan: shared_bytes %u exceed this device's %u (plan made for another device?)",
                            (unsigned)shared_bytes, (unsigned)ctx->caps.max_shared_bytes);
-    qattn_status s = resolve_workspace(ctx, workspace_bytes, workspace, workspace_offset, ws);
-    if (s != QATTN_OK) return s;
     if (!has_slot)
         return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "%s: the %s backend has no %s op", op_name,
                            ctx->iface->name, op_name);
@@ -237,6 +141,49 @@ static qattn_status check_plan_launch(qattn_context *ctx, qattn_op op, const cha
     return QATTN_OK;
 }
 
+/* A failure's message, led by `what` (the plan's name in the caller's
+ * arguments) when there is one. */
+static qattn_status named(qattn_context *ctx, qattn_status s, const char *what) {
+    if (s == QATTN_OK || !what) return s;
+    char msg[QATTN_ERROR_BYTES];
+    memcpy(msg, ctx->last_error, sizeof msg);
+    return qattn__fail(ctx, s, "%s: %s", what, msg);
+}
+
+/* Every check of a decode plan on its own, for every entry point that
+ * takes one (run, and backends' calls such as qattn_vulkan_warmup): the
+ * digest first, before any field is trusted. */
+static qattn_status decode_plan_ok(qattn_context *ctx, const qattn_decode_plan *plan) {
+    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    qattn_status s = qattn__check_decode_sealed(ctx, plan);
+    if (s != QATTN_OK) return s;
+    if (plan->num_splits < 1 || plan->num_splits > QATTN_MAX_SPLITS)
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: num_splits %d outside 1..%d",
+                           (int)plan->num_splits, QATTN_MAX_SPLITS);
+    return qattn__check_plan_device(ctx, QATTN_OP_DECODE, "decode", plan,
+                                    qattn_decode_variant_name(plan->variant), plan->shared_bytes,
+                                    ctx->iface->decode != NULL);
+}
+
+static qattn_status mqa_plan_ok(qattn_context *ctx, const qattn_mqa_logits_plan *plan) {
+    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    qattn_status s = qattn__check_mqa_sealed(ctx, plan);
+    if (s != QATTN_OK) return s;
+    return qattn__check_plan_device(ctx, QATTN_OP_MQA_LOGITS, "mqa_logits", plan,
+                                    qattn_mqa_variant_name(plan->variant), plan->shared_bytes,
+                                    ctx->iface->mqa_logits != NULL);
+}
+
+qattn_status qattn_context_check_decode_plan(qattn_context *ctx, const qattn_decode_plan *plan,
+                                             const char *what) {
+    return ctx ? named(ctx, decode_plan_ok(ctx, plan), what) : QATTN_ERR_INVALID_ARGUMENT;
+}
+
+qattn_status qattn_context_check_mqa_logits_plan(qattn_context *ctx, const qattn_mqa_logits_plan *plan,
+                                                 const char *what) {
+    return ctx ? named(ctx, mqa_plan_ok(ctx, plan), what) : QATTN_ERR_INVALID_ARGUMENT;
+}
+
 qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                               const qattn_decode_args *args, qattn_buffer *workspace,
                               uint64_t workspace_offset) {
@@ -244,17 +191,16 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
     if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
     qattn_status s = qattn__validate_decode(args, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
-    const qattn_tensor ts[] = {args->q, args->k_cache, args->v_cache, args->k_scale, args->v_scale,
-                               args->kv_indptr, args->kv_indices, args->kv_lens, args->sinks,
-                               args->o, args->lse};
-    const char *const names[] = {"q", "k_cache", "v_cache", "k_scale", "v_scale", "kv_indptr",
-                                 "kv_indices", "kv_lens", "sinks", "o", "lse"};
-    if ((s = check_owner(ctx, ts, names, 11)) != QATTN_OK) return s;
-    /* Before any field of the plan is trusted. */
-    if (plan->integrity != decode_digest(plan))
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                           "plan: its bytes changed after planning (integrity digest differs); "
-                           "make plans only with qattn_decode_plan_create or _compute");
+    const qattn__operand ops[] = {
+        {&args->q, "q", QATTN__IN},           {&args->k_cache, "k_cache", QATTN__IN},
+        {&args->v_cache, "v_cache", QATTN__IN}, {&args->k_scale, "k_scale", QATTN__IN},
+        {&args->v_scale, "v_scale", QATTN__IN}, {&args->kv_indptr, "kv_indptr", QATTN__IN},
+        {&args->kv_indices, "kv_indices", QATTN__IN}, {&args->kv_lens, "kv_lens", QATTN__IN},
+        {&args->sinks, "sinks", QATTN__IN},   {&args->o, "o", QATTN__OUT},
+        {&args->lse, "lse", QATTN__OUT}};
+    const int n_ops = (int)(sizeof ops / sizeof ops[0]);
+    if ((s = check_owner(ctx, ops, n_ops)) != QATTN_OK) return s;
+    if ((s = decode_plan_ok(ctx, plan)) != QATTN_OK) return s;
     if (plan->batch != args->q.shape[0] || plan->rows != args->q.shape[1] ||
         plan->q_heads != args->q.shape[2] || plan->head_dim != args->q.shape[3] ||
         plan->kv_heads != qattn__cache_heads(&args->k_cache) ||
@@ -264,7 +210,7 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                            "plan: made for B=%d R=%d Hq=%d Hkv=%d D=%d %s, args differ",
                            (int)plan->batch, (int)plan->rows, (int)plan->q_heads, (int)plan->kv_heads,
                            (int)plan->head_dim, qattn_dtype_name(plan->kv_dtype));
-    if (plan->args_layout != decode_layout(args))
+    if (plan->args_layout != qattn__decode_args_layout(args))
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                            "args: a dtype, stride, shape or 16-byte alignment of q, the caches, "
                            "scales, sinks, o or lse (or page_size) differs from what the plan was "
@@ -274,14 +220,10 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                            "max_kv_len: %d exceeds the %d the plan was made for (its splits cover "
                            "only that many keys)",
                            (int)args->max_kv_len, (int)plan->max_kv_len);
-    if (plan->num_splits < 1 || plan->num_splits > QATTN_MAX_SPLITS)
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: num_splits %d outside 1..%d",
-                           (int)plan->num_splits, QATTN_MAX_SPLITS);
     qattn_workspace ws;
-    s = check_plan_launch(ctx, QATTN_OP_DECODE, "decode", plan, qattn_decode_variant_name(plan->variant),
-                          plan->shared_bytes, plan->workspace_bytes, ctx->iface->decode != NULL,
-                          workspace, workspace_offset, &ws);
+    s = resolve_workspace(ctx, plan->workspace_bytes, workspace, workspace_offset, &ws);
     if (s != QATTN_OK) return s;
+    if ((s = qattn__check_alias(ctx, ops, n_ops, &ws)) != QATTN_OK) return s;
     if (check_indices_enabled() && (s = check_decode_indices(ctx, args)) != QATTN_OK) return s;
     s = ctx->iface->decode(ctx->be, plan, args, &ws);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_decode_run");
@@ -293,11 +235,14 @@ qattn_status qattn_kv_store(qattn_context *ctx, const qattn_kv_store_args *args)
     if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
     qattn_status s = qattn__validate_kv_store(args, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
-    const qattn_tensor ts[] = {args->k_new, args->v_new, args->slot_mapping, args->k_cache,
-                               args->v_cache, args->k_scale, args->v_scale};
-    const char *const names[] = {"k_new", "v_new", "slot_mapping", "k_cache", "v_cache", "k_scale",
-                                 "v_scale"};
-    if ((s = check_owner(ctx, ts, names, 7)) != QATTN_OK) return s;
+    const qattn__operand ops[] = {
+        {&args->k_new, "k_new", QATTN__IN},           {&args->v_new, "v_new", QATTN__IN},
+        {&args->slot_mapping, "slot_mapping", QATTN__IN}, {&args->k_cache, "k_cache", QATTN__OUT_SHARED},
+        {&args->v_cache, "v_cache", QATTN__OUT_SHARED}, {&args->k_scale, "k_scale", QATTN__OUT_SHARED},
+        {&args->v_scale, "v_scale", QATTN__OUT_SHARED}};
+    const int n_ops = (int)(sizeof ops / sizeof ops[0]);
+    if ((s = check_owner(ctx, ops, n_ops)) != QATTN_OK) return s;
+    if ((s = qattn__check_alias(ctx, ops, n_ops, NULL)) != QATTN_OK) return s;
     if (!ctx->iface->kv_store)
         return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "kv_store: the %s backend has no kv_store op",
                            ctx->iface->name);
@@ -317,15 +262,14 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
     if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
     qattn_status s = qattn__validate_mqa_logits(args, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
-    const qattn_tensor ts[] = {args->q, args->k, args->k_scale, args->weights, args->ks, args->ke,
-                               args->logits};
-    const char *const names[] = {"q", "k", "k_scale", "weights", "ks", "ke", "logits"};
-    if ((s = check_owner(ctx, ts, names, 7)) != QATTN_OK) return s;
-    /* Before any field of the plan is trusted. */
-    if (plan->integrity != mqa_digest(plan))
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                           "plan: its bytes changed after planning (integrity digest differs); "
-                           "make plans only with qattn_mqa_logits_plan_create or _compute");
+    const qattn__operand ops[] = {
+        {&args->q, "q", QATTN__IN},           {&args->k, "k", QATTN__IN},
+        {&args->k_scale, "k_scale", QATTN__IN}, {&args->weights, "weights", QATTN__IN},
+        {&args->ks, "ks", QATTN__IN},         {&args->ke, "ke", QATTN__IN},
+        {&args->logits, "logits", QATTN__OUT}};
+    const int n_ops = (int)(sizeof ops / sizeof ops[0]);
+    if ((s = check_owner(ctx, ops, n_ops)) != QATTN_OK) return s;
+    if ((s = mqa_plan_ok(ctx, plan)) != QATTN_OK) return s;
     if (plan->rows != args->q.shape[0] || plan->heads != args->q.shape[1] ||
         plan->head_dim != args->q.shape[2] || plan->kv_len != args->k.shape[0] ||
         plan->q_dtype != args->q.dtype || plan->k_dtype != args->k.dtype)
@@ -333,33 +277,17 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
                            "plan: made for S=%d S_kv=%d H=%d D=%d q %s k %s, args differ",
                            (int)plan->rows, (int)plan->kv_len, (int)plan->heads, (int)plan->head_dim,
                            qattn_dtype_name(plan->q_dtype), qattn_dtype_name(plan->k_dtype));
-    if (plan->args_layout != mqa_layout(args))
+    if (plan->args_layout != qattn__mqa_args_layout(args))
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                            "args: a dtype, stride, shape or 16-byte alignment of a tensor differs "
                            "from what the plan was made for (the kernels' index width depends on "
                            "the strides); plan again");
     qattn_workspace ws;
-    s = check_plan_launch(ctx, QATTN_OP_MQA_LOGITS, "mqa_logits", plan,
-                          qattn_mqa_variant_name(plan->variant), plan->shared_bytes,
-                          plan->workspace_bytes, ctx->iface->mqa_logits != NULL, workspace,
-                          workspace_offset, &ws);
+    s = resolve_workspace(ctx, plan->workspace_bytes, workspace, workspace_offset, &ws);
     if (s != QATTN_OK) return s;
+    if ((s = qattn__check_alias(ctx, ops, n_ops, &ws)) != QATTN_OK) return s;
     s = ctx->iface->mqa_logits(ctx->be, plan, args, &ws);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_logits_run");
     ctx->ops_run = 1;
-    return QATTN_OK;
-}
-
-qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx, const qattn_mqa_logits_plan *plan,
-                                      double *tflops) {
-    if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
-    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
-    if (!tflops) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "tflops: NULL");
-    *tflops = 0.0;
-    if (!ctx->iface->mqa_matrix_ceiling)
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "qattn_mqa_matrix_ceiling: the %s backend has none",
-                           ctx->iface->name);
-    qattn_status s = ctx->iface->mqa_matrix_ceiling(ctx->be, plan, tflops);
-    if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_matrix_ceiling");
     return QATTN_OK;
 }

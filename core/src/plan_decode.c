@@ -6,7 +6,8 @@
  *
  * One design, two variants (shaders/decode_tiled.comp, docs/design.md):
  *   matrix  the tiles' products on the matrix unit (f16 operands): fp8 and
- *           int8 caches, a 16x8x16 or 16x16x16 f16 -> f32 shape ->
+ *           int8 caches on a device with a 16x8x16 or 16x16x16 f16 -> f32
+ *           shape; AUTO takes it whenever its gate passes;
  *   simt    the same tiles with dot products on the vector units: any
  *           device, every dtype.
  * A pinned variant whose gate fails is an error naming the condition.
@@ -25,7 +26,6 @@
  * its reading.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,24 +51,7 @@ const char *qattn_decode_variant_name(qattn_decode_variant v) {
     }
 }
 
-/* Appends a sentence to plan->reason ("; "-separated). */
-static void note(qattn_decode_plan *p, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void note(qattn_decode_plan *p, const char *fmt, ...) {
-    size_t used = strlen(p->reason);
-    if (used + 4 >= sizeof p->reason) return;
-    if (used) {
-        snprintf(p->reason + used, sizeof p->reason - used, "; ");
-        used += 2;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->reason + used, sizeof p->reason - used, fmt, ap);
-    va_end(ap);
-}
+#define note(p, ...) qattn__append_reason((p)->reason, sizeof (p)->reason, __VA_ARGS__)
 
 static int64_t largest_divisor_upto(int64_t g, int64_t cap) {
     if (cap < 1) cap = 1;
@@ -154,11 +137,9 @@ static int matrix_gate(const qattn_device_caps *caps, const qattn_decode_args *a
 
 /* ---- the planner ---------------------------------------------------------- */
 
+/* The planner's own shape rules, on args whose bounds are checked
+ * (qattn__check_decode_shapes, run by validation and by the pure planner). */
 static qattn_status check_shapes(const qattn_decode_args *a, char *err, size_t n) {
-    if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
-    /* Every size below fits its type before anything is computed from it. */
-    const qattn_status bounds = qattn__check_decode_shapes(a, err, n);
-    if (bounds != QATTN_OK) return bounds;
     if (a->q.rank != 4 || (a->k_cache.rank != 3 && a->k_cache.rank != 4) ||
         a->v_cache.rank != a->k_cache.rank)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "q must be rank 4 and the caches rank 3 or 4");
@@ -199,18 +180,16 @@ static int32_t load_bytes(const qattn_decode_args *a) {
     return (int32_t)(bits & (~bits + 1)); /* lowest set bit */
 }
 
-qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qattn_decode_args *args,
-                                       const qattn_decode_options *options, qattn_decode_plan *plan,
-                                       char *err, size_t err_size) {
-    if (!plan) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+/* The planner proper: args bounded (qattn__check_decode_shapes passed) and
+ * options already read into this build's layout, each done once by the
+ * caller (qattn_decode_plan_create or _compute). */
+static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_decode_args *args,
+                                 const qattn_decode_options *options, qattn_decode_plan *plan,
+                                 char *err, size_t err_size) {
     qattn_status s = qattn__check_caps(caps, err, err_size);
     if (s != QATTN_OK) return s;
     s = check_shapes(args, err, err_size);
     if (s != QATTN_OK) return s;
-    qattn_decode_options opt; /* what follows reads this build's layout only */
-    s = qattn__read_decode_options(options, &opt, err, err_size);
-    if (s != QATTN_OK) return s;
-    options = &opt;
     const qattn_decode_variant pin = options->variant;
     if ((int)pin < 0 || pin >= QATTN_DECODE_VARIANT_COUNT)
         return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "options.variant: %d unknown",
@@ -336,17 +315,23 @@ qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qatt
     return QATTN_OK;
 }
 
-static int name_eq(const char *a, const char *b) {
-    for (; *a && *b; ++a, ++b) {
-        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a - 'A' + 'a') : *a;
-        if (x != *b) return 0;
-    }
-    return *a == *b;
+qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps, const qattn_decode_args *args,
+                                       const qattn_decode_options *options, qattn_decode_plan *plan,
+                                       char *err, size_t err_size) {
+    if (!plan) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    if (!args) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
+    /* Every size the planner computes with fits its type first. */
+    qattn_status s = qattn__check_decode_shapes(args, err, err_size);
+    if (s != QATTN_OK) return s;
+    qattn_decode_options opt; /* what follows reads this build's layout only */
+    s = qattn__read_decode_options(options, &opt, err, err_size);
+    if (s != QATTN_OK) return s;
+    return plan_checked(caps, args, &opt, plan, err, err_size);
 }
 
 static int parse_variant(const char *s, qattn_decode_variant *v) {
     for (int i = 0; i < QATTN_DECODE_VARIANT_COUNT; ++i)
-        if (name_eq(s, qattn_decode_variant_name((qattn_decode_variant)i))) {
+        if (qattn__name_is(s, qattn_decode_variant_name((qattn_decode_variant)i))) {
             *v = (qattn_decode_variant)i;
             return 1;
         }
@@ -369,14 +354,29 @@ qattn_status qattn_decode_plan_create(qattn_context *ctx, const qattn_decode_arg
                                "QATTN_DECODE_VARIANT=%s: not one of auto, simt, matrix", env);
     }
     qattn_decode_plan p;
-    s = qattn_decode_plan_compute(&ctx->caps, args, &o, &p, ctx->last_error, sizeof ctx->last_error);
+    /* validation checked the shapes' bounds and o is read: plan directly */
+    s = plan_checked(&ctx->caps, args, &o, &p, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
-    /* A pinned variant this backend cannot run is the variant gate's answer,
-     * as in the MQA planner; an unpinned plan it cannot run is unsupported. */
+    /* The backend may refuse a plan its caps allowed (a shader it lacks).
+     * The one policy of every planner (docs/design.md): a pinned variant is
+     * then a gate failure; AUTO steps down to the next variant (matrix to
+     * simt, with the refusal in the reason); only a refused simt plan is
+     * unsupported. */
     const int pinned = o.variant != QATTN_DECODE_AUTO;
-    if (ctx->iface->supports_op && !ctx->iface->supports_op(ctx->be, QATTN_OP_DECODE, &p))
+    const qattn_backend_iface *ifc = ctx->iface;
+    if (ifc->supports_op && !ifc->supports_op(ctx->be, QATTN_OP_DECODE, &p) && !pinned &&
+        p.variant == QATTN_DECODE_MATRIX) {
+        qattn_decode_options simt = o;
+        simt.variant = QATTN_DECODE_SIMT;
+        s = plan_checked(&ctx->caps, args, &simt, &p, ctx->last_error, sizeof ctx->last_error);
+        if (s != QATTN_OK) return s;
+        qattn_decode_plan stepped = p;
+        snprintf(stepped.reason, sizeof stepped.reason, "matrix refused by the backend");
+        qattn__seal_decode_plan(&p, &stepped, args); /* the reason changed */
+    }
+    if (ifc->supports_op && !ifc->supports_op(ctx->be, QATTN_OP_DECODE, &p))
         return qattn__fail(ctx, pinned ? QATTN_ERR_VARIANT_GATE : QATTN_ERR_UNSUPPORTED,
-                           "decode: the %s backend on %s cannot run variant %s%s", ctx->iface->name,
+                           "decode: the %s backend on %s cannot run variant %s%s", ifc->name,
                            ctx->caps.arch, qattn_decode_variant_name(p.variant), pinned ? " (pinned)" : "");
     *plan = p;
     return QATTN_OK;

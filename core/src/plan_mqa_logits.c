@@ -71,24 +71,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* Appends a sentence to plan->reason (truncating, never overflowing). */
-static void add_reason(qattn_mqa_logits_plan *p, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void add_reason(qattn_mqa_logits_plan *p, const char *fmt, ...) {
-    size_t used = strlen(p->reason);
-    if (used + 3 >= sizeof p->reason) return;
-    if (used) {
-        memcpy(p->reason + used, "; ", 3);
-        used += 2;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->reason + used, sizeof p->reason - used, fmt, ap);
-    va_end(ap);
-}
+#define add_reason(p, ...) qattn__append_reason((p)->reason, sizeof (p)->reason, __VA_ARGS__)
 
 /* Lanes the SIMT variants lay a subgroup out for. They use no subgroup
  * operations, so any real width works; the device's widest keeps a
@@ -500,15 +483,6 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
     return plan_compute(caps, args, options, &none, plan, err, err_size);
 }
 
-/* Case-insensitive ASCII equality (strcasecmp is not C11). */
-static int same_word(const char *a, const char *b) {
-    for (; *a && *b; ++a, ++b) {
-        char x = (*a >= 'A' && *a <= 'Z') ? (char)(*a - 'A' + 'a') : *a;
-        if (x != *b) return 0;
-    }
-    return *a == *b;
-}
-
 qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_logits_args *args,
                                           const qattn_mqa_logits_options *options,
                                           qattn_mqa_logits_plan *plan) {
@@ -523,7 +497,7 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
     if (opt.variant == QATTN_MQA_AUTO && env) {
         qattn_mqa_variant v = QATTN_MQA_VARIANT_COUNT;
         for (int i = 0; i < QATTN_MQA_VARIANT_COUNT; ++i)
-            if (same_word(env, qattn_mqa_variant_name((qattn_mqa_variant)i))) v = (qattn_mqa_variant)i;
+            if (qattn__name_is(env, qattn_mqa_variant_name((qattn_mqa_variant)i))) v = (qattn_mqa_variant)i;
         if (v == QATTN_MQA_VARIANT_COUNT)
             return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                                "QATTN_MQA_VARIANT=%s: expected auto, direct, staged or coopmat", env);

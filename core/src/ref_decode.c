@@ -45,14 +45,18 @@ static void visible_range(const qattn_decode_args *a, int64_t b, int64_t r, int6
 }
 
 /* The slots of the visible keys p in [lo, hi] of request b, in key order,
- * into slots (NULL: only count them); returns their number (spec 2, without
+ * into slots (NULL: only count them), at most `cap` of them; returns how
+ * many it counted or wrote (spec 2, without
  * the index mode, which ops.c applies before any backend runs): key p
  * exists only where its kv_indices entry kv_indptr[b] + p / P lies in
  * [kv_indptr[b], kv_indptr[b + 1]) and in [0, n_indices), and a page id
  * outside the cache hides it. Walks the entries, so the work is bounded by
- * the table and the keys that exist, whatever kv_lens and page_size claim. */
+ * the table and the keys that exist, whatever kv_lens and page_size claim.
+ * The cap keeps the writes inside `slots` even when the table read now
+ * differs from the one that sized it (validation refuses outputs over
+ * inputs; the reference does not rely on that). */
 static int64_t visible_slots(const qattn_decode_args *a, int64_t b, int64_t lo, int64_t hi,
-                             int64_t *slots) {
+                             int64_t *slots, int64_t cap) {
     const int64_t P = a->page_size, n_pages = a->kv_indices.shape[0];
     const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0);
     const int64_t begin = qattn__ref_i32(&a->kv_indptr, b);
@@ -69,7 +73,7 @@ static int64_t visible_slots(const qattn_decode_args *a, int64_t b, int64_t lo, 
         const int64_t base = (e - begin) * P;
         int64_t r0 = lo - base > 0 ? lo - base : 0, r1 = hi - base < P - 1 ? hi - base : P - 1;
         if (r1 > n_slots - page * P - 1) r1 = n_slots - page * P - 1;
-        for (int64_t row = r0; row <= r1; ++row, ++n)
+        for (int64_t row = r0; row <= r1 && n < cap; ++row, ++n)
             if (slots) slots[n] = page * P + row;
     }
     return n;
@@ -79,7 +83,7 @@ static int64_t visible_slots(const qattn_decode_args *a, int64_t b, int64_t lo, 
  * call's page size. */
 typedef struct kv_side {
     const qattn_tensor *cache, *scale;
-    qattn__cache_view cv, sv;
+    qattn_cache_view cv, sv;
 } kv_side;
 
 static kv_side side_of(const qattn_tensor *cache, const qattn_tensor *scale, int64_t page_size) {
@@ -87,8 +91,8 @@ static kv_side side_of(const qattn_tensor *cache, const qattn_tensor *scale, int
     memset(&k, 0, sizeof k);
     k.cache = cache;
     k.scale = scale;
-    k.cv = qattn__cache_view_of(cache, 0, page_size);
-    if (qattn_tensor_present(scale)) k.sv = qattn__cache_view_of(scale, 1, page_size);
+    k.cv = qattn_cache_view_of(cache, 0, page_size);
+    if (qattn_tensor_present(scale)) k.sv = qattn_cache_view_of(scale, 1, page_size);
     return k;
 }
 
@@ -134,7 +138,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
         for (int64_t r = 0; r < R; ++r) {
             int64_t lo, hi;
             visible_range(a, b, r, &lo, &hi);
-            const int64_t n = visible_slots(a, b, lo, hi, NULL);
+            const int64_t n = visible_slots(a, b, lo, hi, NULL, INT64_MAX);
             if (n > max_keys) max_keys = n;
         }
     }
@@ -155,7 +159,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
         for (int64_t r = 0; r < R; ++r) {
             int64_t lo, hi;
             visible_range(a, b, r, &lo, &hi);
-            const int64_t visible = visible_slots(a, b, lo, hi, slots);
+            const int64_t visible = visible_slots(a, b, lo, hi, slots, nk);
             for (int64_t g = 0; g < Hkv; ++g) {
                 for (int64_t h0 = 0; h0 < group; h0 += REF_MAX_GROUP) {
                     const int64_t nh = group - h0 < REF_MAX_GROUP ? group - h0 : REF_MAX_GROUP;

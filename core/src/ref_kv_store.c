@@ -43,7 +43,7 @@ static uint8_t encode_i8(float y) {
  * scale) tensor is viewed as pages of one slot. */
 typedef struct store_dst {
     const qattn_tensor *cache, *scale;
-    qattn__cache_view cv, sv;
+    qattn_cache_view cv, sv;
 } store_dst;
 
 static store_dst dst_of(const qattn_tensor *cache, const qattn_tensor *scale) {
@@ -51,8 +51,8 @@ static store_dst dst_of(const qattn_tensor *cache, const qattn_tensor *scale) {
     memset(&o, 0, sizeof o);
     o.cache = cache;
     o.scale = scale;
-    o.cv = qattn__cache_view_of(cache, 0, 1);
-    if (qattn_tensor_present(scale)) o.sv = qattn__cache_view_of(scale, 1, 1);
+    o.cv = qattn_cache_view_of(cache, 0, 1);
+    if (qattn_tensor_present(scale)) o.sv = qattn_cache_view_of(scale, 1, 1);
     return o;
 }
 

@@ -22,7 +22,7 @@ static inline char *qattn__ref_at(const qattn_tensor *t, int64_t i0, int64_t i1,
 /* Address of element d of (slot, head g) of a cache, or of the scale of
  * (slot, g) with d = 0, through the tensor's view (internal.h): the one
  * addressing every backend uses. */
-static inline char *qattn__ref_cache_at(const qattn_tensor *t, const qattn__cache_view *v,
+static inline char *qattn__ref_cache_at(const qattn_tensor *t, const qattn_cache_view *v,
                                         int64_t slot, int64_t g, int64_t d) {
     const int64_t e = qattn__cache_offset(v, slot, g) + d;
     return (char *)qattn__host_ptr(t) + e * (int64_t)qattn_dtype_size(t->dtype);

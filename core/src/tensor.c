@@ -104,15 +104,6 @@ qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64
     return QATTN_OK;
 }
 
-int qattn__tensor_is_contiguous(const qattn_tensor *t) {
-    int64_t expect = 1;
-    for (int32_t i = t->rank - 1; i >= 0; --i) {
-        if (t->shape[i] != 1 && t->strides[i] != expect) return 0;
-        expect *= t->shape[i];
-    }
-    return 1;
-}
-
 static void dtype_list(uint32_t mask, char *buf, size_t n) {
     buf[0] = '\0';
     size_t used = 0;

@@ -243,12 +243,14 @@ qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, s
     CHECK(qattn__check_tensor(&a->slot_mapping, "slot_mapping", QATTN_DT(QATTN_I32), 1, err, n));
     CHECK(shape_eq(&a->slot_mapping, "slot_mapping", 0, T, "k_new's token count", err, n));
     /* Broadcast new tokens (stride 0) keep a small span over T tokens;
-     * kernels number (token, head, dim) in int32. */
-    const int64_t heads = T * a->k_cache.shape[1];
-    if (heads > INT32_MAX || heads * a->k_cache.shape[2] > INT32_MAX)
+     * kernels number (token, head, dim) in int32. Hkv and D are the
+     * cache's, in either form (rank 4 puts P before them). Each factor is
+     * <= INT32_MAX, so checking after each product stays within int64. */
+    const int64_t heads = T * Hkv;
+    if (heads > INT32_MAX || heads * D > INT32_MAX)
         return qattn__err(err, n, QATTN_ERR_OVERFLOW,
                           "k_new: T x Hkv x D = %" PRId64 " x %" PRId64 " x %" PRId64
                           " exceeds int32 (kernels index with int32)",
-                          T, a->k_cache.shape[1], a->k_cache.shape[2]);
+                          T, Hkv, D);
     return QATTN_OK;
 }

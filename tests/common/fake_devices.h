@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../../backend_hip/src/qh_target_caps.h"
 #include "qattn/qattn.h"
 
 static inline qattn_matrix_shape mshape(int m, int n, int k, qattn_dtype a, qattn_dtype c) {
@@ -27,7 +28,7 @@ static inline qattn_device_caps caps_lavapipe(void) {
     c.max_shared_bytes = 32768;
     c.max_workgroup_size = 1024;
     c.features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT |
-                 QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_SUBGROUP_SIZE_CONTROL;
+                 QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_SUBGROUP_SIZE_CONTROL;
     return c;
 }
 
@@ -62,7 +63,9 @@ static inline qattn_device_caps caps_rdna4(void) {
     return c;
 }
 
-/* gfx942 (MI300) as a HIP backend would report it: wave 64, 64 KiB LDS. */
+/* gfx942 (MI300) as the HIP backend reports it: wave 64, 64 KiB LDS, and
+ * the features and matrix shapes of backend_hip/src/qh_target_caps.h (the
+ * one description, which hip_runtime.c fills a device's caps from). */
 static inline qattn_device_caps caps_gfx942(void) {
     qattn_device_caps c;
     memset(&c, 0, sizeof c);
@@ -71,14 +74,7 @@ static inline qattn_device_caps caps_gfx942(void) {
     c.subgroup_size_min = c.subgroup_size_max = 64;
     c.max_shared_bytes = 65536;
     c.max_workgroup_size = 1024;
-    c.features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT |
-                 QATTN_FEAT_COOPMAT | QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX |
-                 QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS;
-    c.fp8_matrix_native = QATTN_FP8_E4M3FNUZ;
-    c.matrix_shapes[0] = mshape(16, 16, 16, QATTN_F16, QATTN_F32);
-    c.matrix_shapes[1] = mshape(32, 32, 8, QATTN_F16, QATTN_F32);
-    c.matrix_shapes[2] = mshape(16, 16, 32, QATTN_FP8_E4M3FNUZ, QATTN_F32);
-    c.n_matrix_shapes = 3;
+    qh_target_caps(QH_T_GFX942, &c);
     return c;
 }
 

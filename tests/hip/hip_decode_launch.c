@@ -20,6 +20,7 @@
 #include "qh_decode_launch.h"
 #include "qh_kernels.def" /* QH_T_* */
 #include "qh_params.h"
+#include "qh_target_caps.h"
 
 static int g_fail, g_checked;
 static char g_case[256];
@@ -37,38 +38,24 @@ typedef struct target {
     qattn_device_caps caps;
 } target;
 
-/* What hip_runtime.c's fill_caps reports for each target. */
+/* What hip_runtime.c's fill_caps reports for each target (the features
+ * and shapes from the same qh_target_caps). */
 static target target_of(int which) {
     target t;
     memset(&t, 0, sizeof t);
     qattn_device_caps *c = &t.caps;
     c->max_shared_bytes = which == 2 ? 49152 : 65536;
     c->max_workgroup_size = 1024;
-    c->features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT | QATTN_FEAT_BF16 |
-                  QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_COOPMAT;
-    qattn_matrix_shape f16 = {0};
-    f16.m = f16.n = f16.k = 16;
-    f16.a_type = QATTN_F16;
-    f16.c_type = QATTN_F32;
-    c->matrix_shapes[c->n_matrix_shapes++] = f16;
     if (which == 0) {
         t.name = "gfx942";
         t.bit = QH_T_GFX942;
         t.wave = 64;
         c->compute_units = 304;
-        c->features |= QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
-        qattn_matrix_shape f8 = {0};
-        f8.m = f8.n = 16;
-        f8.k = 32;
-        f8.a_type = QATTN_FP8_E4M3FNUZ;
-        f8.c_type = QATTN_F32;
-        c->matrix_shapes[c->n_matrix_shapes++] = f8;
     } else if (which == 1) {
         t.name = "gfx1201";
         t.bit = QH_T_GFX12;
         t.wave = 32;
         c->compute_units = 64;
-        c->features |= QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
     } else {
         t.name = "cuda";
         t.bit = QH_T_NV;
@@ -76,6 +63,7 @@ static target target_of(int which) {
         c->compute_units = 132;
     }
     snprintf(c->arch, sizeof c->arch, "%s", t.name);
+    qh_target_caps(t.bit, c);
     c->subgroup_size_min = c->subgroup_size_max = (uint32_t)t.wave;
     return t;
 }

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../backend_hip/src/qh_target_caps.h"
 #include "qattn/convert.h"
 #include "qattn/hip.h"
 #include "qattn/qattn.h"
@@ -73,20 +74,8 @@ static qattn_device_caps amd_caps(int gfx12) {
     c.subgroup_size_min = c.subgroup_size_max = gfx12 ? 32 : 64;
     c.max_shared_bytes = 65536;
     c.max_workgroup_size = 1024;
-    c.features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT |
-                 QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_COOPMAT |
-                 QATTN_FEAT_PACKED_FP8_CVT | QATTN_FEAT_FP8_MATRIX;
-    c.fp8_matrix_native = gfx12 ? QATTN_FP8_E4M3FN : QATTN_FP8_E4M3FNUZ;
-    /* what the HIP runtime lists (hip_runtime.c fill_caps): the tiled
-     * decode's f16 shape, and gfx942's fp8 MFMA of the staged MQA kernel */
-    c.n_matrix_shapes = gfx12 ? 1 : 2;
-    c.matrix_shapes[0].m = c.matrix_shapes[0].n = c.matrix_shapes[0].k = 16;
-    c.matrix_shapes[0].a_type = QATTN_F16;
-    c.matrix_shapes[0].c_type = QATTN_F32;
-    c.matrix_shapes[1].m = c.matrix_shapes[1].n = 16;
-    c.matrix_shapes[1].k = 32;
-    c.matrix_shapes[1].a_type = QATTN_FP8_E4M3FNUZ;
-    c.matrix_shapes[1].c_type = QATTN_F32;
+    /* the features and shapes hip_runtime.c reports (one description) */
+    qh_target_caps(gfx12 ? QH_T_GFX12 : QH_T_GFX942, &c);
     return c;
 }
 

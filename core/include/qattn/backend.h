@@ -12,6 +12,8 @@
 #ifndef QATTN_BACKEND_H
 #define QATTN_BACKEND_H
 
+#include <stdarg.h>
+
 #include "qattn/qattn.h"
 
 #ifdef __cplusplus
@@ -86,17 +88,27 @@ struct qattn_backend_iface {
     qattn_status (*synchronize)(void *be);
     /* Optional. Device time of the last op call in ms; NULL: unsupported. */
     qattn_status (*last_op_time_ms)(void *be, double *ms);
-    /* Optional. qattn_read_stream: arguments checked by the core; adds the
-     * word sum of src's range to the u32 at `sum`, timed as an op. NULL:
-     * QATTN_ERR_UNSUPPORTED. */
-    qattn_status (*read_stream)(void *be, void *src, uint64_t offset, uint64_t bytes,
-                                void *sum, uint64_t sum_offset);
     /* Optional. Text of the backend's last failure (e.g. validation-layer
      * messages); copied into the context's last error. NULL: none. */
     const char *(*last_message)(void *be);
-    /* Optional. The matrix-unit rate (TFLOP/s) of a GEMM with the tile
-     * shape of a coopmat MQA logits plan; NULL: unsupported. */
+
+    /* ---- experimental slots: the measurement ops of qattn/experimental.h.
+     * All optional (NULL: the call returns QATTN_ERR_UNSUPPORTED), outside
+     * any stability promise; new ones are added at the end. */
+    /* qattn_read_stream: arguments checked by the core; adds the word sum of
+     * src's range to the u32 at `sum`, timed as an op. */
+    qattn_status (*read_stream)(void *be, void *src, uint64_t offset, uint64_t bytes,
+                                void *sum, uint64_t sum_offset);
+    /* qattn_mqa_matrix_ceiling: the matrix-unit rate (TFLOP/s) of a GEMM
+     * with the tile shape of a coopmat MQA logits plan; the plan is sealed
+     * and supports_op accepted it. */
     qattn_status (*mqa_matrix_ceiling)(void *be, const qattn_mqa_logits_plan *plan, double *tflops);
+    /* Optional. The address of a buffer's byte 0 in one address space
+     * shared by every buffer of the instance (a host pointer, a device
+     * address), so the core can tell that two buffers share memory (an
+     * output over an input is refused). NULL: only ranges of the same
+     * buffer are compared. */
+    uint64_t (*buffer_address)(void *be, void *handle);
 };
 
 /* ---- for backend libraries' own public calls (e.g. qattn/vulkan.h) ----- */
@@ -113,12 +125,36 @@ QATTN_API qattn_status qattn_context_adopt(const qattn_backend_iface *iface, voi
 QATTN_API qattn_status qattn_context_options_copy(const qattn_context_options *options,
                                                   qattn_context_options *out, char *err,
                                                   size_t err_size);
-/** The backend instance of ctx when ctx runs `iface`; NULL otherwise (NULL
- *  ctx, or a context of another backend). */
+/** For a backend's own extension calls (qattn_hip_set_stream, the calls of
+ *  qattn/vulkan.h): the backend instance of ctx when ctx runs `iface`; NULL
+ *  otherwise (NULL ctx, or a context of another backend). */
 QATTN_API void *qattn_context_backend_instance(qattn_context *ctx, const qattn_backend_iface *iface);
 /** Records a failure of a backend-specific call on ctx's last error, with the
  *  backend's own text (iface->last_message), and returns s. */
 QATTN_API qattn_status qattn_context_backend_fail(qattn_context *ctx, qattn_status s, const char *what);
+/** The one shape of a failure report, shared by the core and every
+ *  backend's own fail helper (qattn_vk_fail, qh_fail): formats fmt/ap into
+ *  msg (n bytes, truncated; nothing when msg is NULL or n is 0) and returns
+ *  s, so a helper reads `return fail(be, status, "arg: rule", ...)`. A
+ *  backend keeps msg as the text its last_message slot returns. */
+QATTN_API qattn_status qattn_vformat_status(char *msg, size_t n, qattn_status s, const char *fmt,
+                                            va_list ap);
+/** Whether `name` contains `pattern`, ASCII case-insensitively (an empty
+ *  pattern matches; NULL matches nothing): the one name matcher of qattn,
+ *  for device selectors ("a case-insensitive substring of the device
+ *  name") and variant names alike. */
+QATTN_API int qattn_name_contains(const char *name, const char *pattern);
+/** The checks qattn_decode_run (qattn_mqa_logits_run) applies to a plan on
+ *  its own, for a backend's calls that take plans (qattn_vulkan_warmup):
+ *  made by a planner of this build and unchanged since (its digest), fits
+ *  ctx's device, and the backend has the op and can run the plan. On
+ *  failure records a message naming `what` (NULL: "plan") on ctx and
+ *  returns its status. */
+QATTN_API qattn_status qattn_context_check_decode_plan(qattn_context *ctx, const qattn_decode_plan *plan,
+                                                       const char *what);
+QATTN_API qattn_status qattn_context_check_mqa_logits_plan(qattn_context *ctx,
+                                                           const qattn_mqa_logits_plan *plan,
+                                                           const char *what);
 /** Stride of dimension `dim` in elements as int32 kernels take it: 0 for an
  *  absent tensor or a dimension of extent <= 1 (its stride is free and is
  *  never multiplied by more than 0). The core bounds every tensor's span to
@@ -128,11 +164,9 @@ static inline int32_t qattn_stride32(const qattn_tensor *t, int dim) {
     return (int32_t)t->strides[dim];
 }
 
-/** For a backend's own extension calls (qattn_hip_set_stream, ...): the
- *  instance `ctx` runs on when it was created with `iface`, else NULL. */
-QATTN_API void *qattn_context_instance(qattn_context *ctx, const qattn_backend_iface *iface);
-/** Records an extension call's failure as ctx's last error; returns s. */
-QATTN_API qattn_status qattn_context_fail(qattn_context *ctx, qattn_status s, const char *message);
+/* qattn_context_instance and qattn_context_fail, identical to the two
+ * calls above, were removed: use qattn_context_backend_instance and
+ * qattn_context_backend_fail. */
 
 /** How a backend addresses a K/V cache or its scales (spec 2), whatever
  *  its form. Key row `row` of page `page` is slot page * page_rows + row;
@@ -176,6 +210,24 @@ static inline qattn_cache_view32 qattn_cache_view32_of(const qattn_tensor *t, in
     w.row_stride = (uint32_t)(uint64_t)v.row_stride;
     w.head_stride = (uint32_t)(uint64_t)v.head_stride;
     return w;
+}
+
+/** The 32-bit view as four words, as the KV store kernels of both backends
+ *  take it: page_rows, page_stride, row_stride, head_stride. An absent
+ *  tensor (the scales of a bf16 cache, never read) gives page_rows 1 and
+ *  zero strides, so no kernel divides by zero. */
+static inline void qattn_cache_view32_put(uint32_t dst[4], const qattn_tensor *t, int is_scale,
+                                          int64_t page_size) {
+    if (!t->buffer) {
+        dst[0] = 1;
+        dst[1] = dst[2] = dst[3] = 0;
+        return;
+    }
+    const qattn_cache_view32 v = qattn_cache_view32_of(t, is_scale, page_size);
+    dst[0] = (uint32_t)v.page_rows;
+    dst[1] = v.page_stride;
+    dst[2] = v.row_stride;
+    dst[3] = v.head_stride;
 }
 
 #ifdef __cplusplus

@@ -204,8 +204,9 @@ enum {
     QATTN_FEAT_STORAGE_8BIT = 1u << 1,     /* 8-bit loads/stores from buffers */
     QATTN_FEAT_STORAGE_16BIT = 1u << 2,    /* 16-bit loads/stores */
     QATTN_FEAT_COOPMAT = 1u << 3,          /* cooperative matrix / MFMA / WMMA */
-    QATTN_FEAT_PACKED_FP8_CVT = 1u << 4,   /* native packed fp8 -> f32 */
-    QATTN_FEAT_FP8_MATRIX = 1u << 5,       /* fp8 operands in the matrix unit */
+    /* Bits 4 and 5 (QATTN_FEAT_PACKED_FP8_CVT, QATTN_FEAT_FP8_MATRIX) were
+     * never read by a planner and are gone: an fp8 matrix unit shows as a
+     * matrix_shapes entry with an fp8 a_type. */
     QATTN_FEAT_BF16 = 1u << 6,             /* bf16 arithmetic/conversion */
     QATTN_FEAT_TIMESTAMPS = 1u << 7,       /* device timer for ops */
     QATTN_FEAT_SUBGROUP_SIZE_CONTROL = 1u << 8 /* can pin a subgroup size */
@@ -232,7 +233,8 @@ typedef struct qattn_device_caps {
     uint32_t max_shared_bytes;
     uint32_t max_workgroup_size;
     uint32_t features;            /* QATTN_FEAT_* */
-    uint32_t fp8_matrix_native;   /* dtype the fp8 matrix unit wants, if any */
+    /* (fp8_matrix_native, never read, was removed: matrix_shapes[i].a_type
+     * names the fp8 format a matrix shape takes.) */
     int32_t n_matrix_shapes;
     qattn_matrix_shape matrix_shapes[QATTN_MAX_MATRIX_SHAPES];
 } qattn_device_caps;
@@ -384,7 +386,10 @@ typedef struct qattn_decode_plan {
 /** Plans decode attention for ctx's device. Validates every descriptor
  *  first. `options` may be NULL; QATTN_DECODE_VARIANT in the environment pins
  *  a variant when options do not. Returns QATTN_ERR_VARIANT_GATE when a
- *  pinned variant cannot run, naming the failed condition. */
+ *  pinned variant cannot run, naming the failed condition. When the backend
+ *  refuses an AUTO plan of the matrix variant, the plan steps down to simt
+ *  ("matrix refused by the backend" in its reason); QATTN_ERR_UNSUPPORTED
+ *  only when it refuses that too. */
 QATTN_API qattn_status qattn_decode_plan_create(qattn_context *ctx,
                                                 const qattn_decode_args *args,
                                                 const qattn_decode_options *options,
@@ -399,7 +404,10 @@ QATTN_API qattn_status qattn_decode_plan_compute(const qattn_device_caps *caps,
                                                  size_t err_size);
 /** Runs a plan. `workspace` must hold plan->workspace_bytes from
  *  `workspace_offset` (may be NULL when that is 0). Never allocates.
- *  Validates args against the plan's shape before launching. */
+ *  Validates args against the plan's shape before launching. Every op
+ *  refuses (QATTN_ERR_INVALID_ARGUMENT, naming both) an output whose bytes
+ *  overlap an input's, another output's or the workspace's (docs/ops.md,
+ *  "Memory"). */
 QATTN_API qattn_status qattn_decode_run(qattn_context *ctx,
                                         const qattn_decode_plan *plan,
                                         const qattn_decode_args *args,
@@ -496,7 +504,9 @@ typedef struct qattn_mqa_logits_plan {
 #endif
 
 /** Plans MQA logits for ctx's device; QATTN_MQA_VARIANT in the environment
- *  pins a variant when options do not. */
+ *  pins a variant when options do not. A variant the backend refuses is
+ *  answered as in qattn_decode_plan_create: pinned, QATTN_ERR_VARIANT_GATE;
+ *  AUTO steps down (coopmat, staged, direct) with the refusal in the reason. */
 QATTN_API qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx,
                                                     const qattn_mqa_logits_args *args,
                                                     const qattn_mqa_logits_options *options,
@@ -513,30 +523,8 @@ QATTN_API qattn_status qattn_mqa_logits_run(qattn_context *ctx,
                                             const qattn_mqa_logits_args *args,
                                             qattn_buffer *workspace,
                                             uint64_t workspace_offset);
-/** The cooperative-matrix rate the device gives the tile shape of `plan` (a
- *  coopmat plan), in TFLOP/s: a GEMM kernel with the plan's subgroups,
- *  m-tiles of q, KV tile, head dim and matrix shape, operands in registers
- *  and shared memory only. The ceiling that plan's kernel is measured
- *  against. QATTN_ERR_UNSUPPORTED where the backend has no such kernel. */
-QATTN_API qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx,
-                                                const qattn_mqa_logits_plan *plan,
-                                                double *tflops);
-
-/* ---- device read bandwidth ------------------------------------------ */
-/** Reads bytes [offset, offset + bytes) of `src` once with the backend's
- *  streaming-read kernel (wide loads, several in flight per lane, enough
- *  workgroups to fill the device) and adds, modulo 2^32, the sum of its
- *  little-endian 32-bit words to the u32 at byte `sum_offset` of `sum`.
- *  The sum makes the reads observable and checkable; the op exists to be
- *  timed: qattn_last_op_time_ms gives its device time, and bytes over that
- *  time is the read bandwidth an op on this backend can reach, the ceiling
- *  qattn-bench reports decode against.
- *  Rules: bytes > 0 and offset multiples of 16, bytes / 16 < 2^31,
- *  sum_offset a multiple of 4, both ranges inside their buffers.
- *  Returns QATTN_ERR_UNSUPPORTED on a backend without the kernel. */
-QATTN_API qattn_status qattn_read_stream(qattn_context *ctx, const qattn_buffer *src,
-                                         uint64_t offset, uint64_t bytes, qattn_buffer *sum,
-                                         uint64_t sum_offset);
+/* Measurement ops (qattn_read_stream, qattn_mqa_matrix_ceiling) are in
+ * qattn/experimental.h, outside this header's stability promise. */
 
 #ifdef __cplusplus
 }

@@ -17,9 +17,10 @@
  * storage-buffer access, shaderInt8/16/64, maintenance4 (workgroup sizes
  * from specialization constants), subgroup arithmetic, shuffle,
  * ballot and vote operations in compute, and at least 256 bytes of push
- * constants. VK_KHR_cooperative_matrix (f16 16x16x16 -> f32) is enabled when
- * present; decode runs on it when the coopmat variant is chosen (pinned: on
- * the H200 the scalar kernels measured faster, docs/perf_decode_notes.md).
+ * constants. VK_KHR_cooperative_matrix is enabled when present: decode's
+ * matrix variant (fp8 and int8 caches, a 16x8x16 or 16x16x16 f16 -> f32
+ * shape) and the coopmat variant of MQA logits run on it, each chosen by
+ * its planner from the shapes the device lists.
  *
  * qattn_buffer_wrap takes a pointer to a qattn_vk_native_buffer naming a
  * VkBuffer created on this context's device, bound to memory, with
@@ -198,8 +199,15 @@ QATTN_API qattn_status qattn_vulkan_pipeline_cache_load(qattn_context *ctx, cons
  *  *bytes set to the size needed and nothing written). */
 QATTN_API qattn_status qattn_vulkan_pipeline_cache_save(qattn_context *ctx, void *data,
                                                         size_t *bytes);
+/** The largest pipeline-cache file load_file reads. A cache holds the
+ *  pipelines a context built: four decode and MQA pipelines made a 150 KB
+ *  blob on an H200 (about 38 KB each), so 64 MiB is room for over 1,500,
+ *  more than every variant and geometry a context builds. */
+#define QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES (64u << 20)
 /** The same through a file. load_file of a missing file returns
- *  QATTN_ERR_INVALID_ARGUMENT and loads nothing (a first run has none);
+ *  QATTN_ERR_INVALID_ARGUMENT and loads nothing (a first run has none), as
+ *  does a path that is not a regular file (a directory, a FIFO, a device)
+ *  or a file over QATTN_VULKAN_PIPELINE_CACHE_MAX_BYTES, which is not read;
  *  save_file replaces the file (written to path.tmp, then renamed). */
 QATTN_API qattn_status qattn_vulkan_pipeline_cache_load_file(qattn_context *ctx, const char *path);
 QATTN_API qattn_status qattn_vulkan_pipeline_cache_save_file(qattn_context *ctx, const char *path);
