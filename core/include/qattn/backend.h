@@ -12,6 +12,8 @@
 #ifndef QATTN_BACKEND_H
 #define QATTN_BACKEND_H
 
+#include <string.h>
+
 #include "qattn/qattn.h"
 
 #ifdef __cplusplus
@@ -121,8 +123,9 @@ QATTN_API void *qattn_context_backend_instance(qattn_context *ctx, const qattn_b
 QATTN_API qattn_status qattn_context_backend_fail(qattn_context *ctx, qattn_status s, const char *what);
 /** Stride of dimension `dim` in elements as int32 kernels take it: 0 for an
  *  absent tensor or a dimension of extent <= 1 (its stride is free and is
- *  never multiplied by more than 0). The core bounds every tensor's span to
- *  int32, so every other stride fits. */
+ *  never multiplied by more than 0). The core bounds the span of every
+ *  tensor other than the K/V caches and their scales to int32, so every
+ *  other stride fits; caches go through qattn_cache_kernel_view. */
 static inline int32_t qattn_stride32(const qattn_tensor *t, int dim) {
     if (!t || !t->buffer || t->shape[dim] <= 1) return 0;
     return (int32_t)t->strides[dim];
@@ -155,27 +158,63 @@ typedef struct qattn_cache_view {
 /** The view of a validated cache (is_scale 0) or scale tensor. */
 QATTN_API qattn_cache_view qattn_cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size);
 
-/** The view in 32 bits, as int32 kernels take it. For a slot inside the
- *  cache the element offset is below 2^31 (the core bounds every tensor's
- *  span to int32), so offsets computed in unsigned 32-bit arithmetic from
- *  these truncated strides are exact; only a rank-3 view's page_stride
- *  (stride x page_size) can need more bits, and then no page past the
- *  first is inside the cache. n_slots and page_rows fit int32. */
-typedef struct qattn_cache_view32 {
-    int32_t n_slots, page_rows;
-    uint32_t page_stride, row_stride, head_stride;
-} qattn_cache_view32;
+/** The view as kernels take it, for caches of any size. A K/V cache or its
+ *  scales may span more than 2^31 (or 2^32) elements: the base of a page
+ *  (page * page_stride) and of a kv head (g * head_stride) are formed in 64
+ *  bits, once per page and once per head; the offset inside a page
+ *  (row * row_stride, plus d for a cache) in 32 bits, which the core keeps
+ *  below 2^31 for every row of a page a slot inside the cache can have. So
+ *  element (slot in page `page` at row `row`, head g, dim d) is at
+ *    (int64)page * page_stride + (int64)g * head_stride
+ *      + (uint32)(row * row_stride + d)
+ *  elements from element 0. n_slots and page_rows fit int32 (slot ids are
+ *  int32). A dimension of extent 1 contributes stride 0. */
+typedef struct qattn_cache_kernel_view {
+    int64_t page_stride, head_stride;
+    uint32_t row_stride;
+    int32_t page_rows;
+    int32_t n_slots;
+    int32_t reserved_; /* 0 */
+} qattn_cache_kernel_view;
 
-static inline qattn_cache_view32 qattn_cache_view32_of(const qattn_tensor *t, int is_scale,
-                                                       int64_t page_size) {
+static inline qattn_cache_kernel_view qattn_cache_kernel_view_of(const qattn_tensor *t, int is_scale,
+                                                                 int64_t page_size) {
     const qattn_cache_view v = qattn_cache_view_of(t, is_scale, page_size);
-    qattn_cache_view32 w;
-    w.n_slots = (int32_t)v.n_slots;
-    w.page_rows = (int32_t)v.page_rows;
-    w.page_stride = (uint32_t)(uint64_t)v.page_stride;
+    qattn_cache_kernel_view w;
+    w.page_stride = v.page_stride;
+    w.head_stride = v.head_stride;
     w.row_stride = (uint32_t)(uint64_t)v.row_stride;
-    w.head_stride = (uint32_t)(uint64_t)v.head_stride;
+    w.page_rows = (int32_t)v.page_rows;
+    w.n_slots = (int32_t)v.n_slots;
+    w.reserved_ = 0;
     return w;
+}
+
+/** Decode's addressing of its four cache tensors (the one marshalling both
+ *  GPU backends copy into their kernel parameters): the views of k_cache,
+ *  v_cache and, for fp8/int8 caches, k_scale and v_scale (all zero for
+ *  bf16), and the slots inside all four (a key whose slot is outside is not
+ *  visible, spec 2). Rank-4 tensors bring their pages; rank-3 ones read as
+ *  pages of the call's page_size. */
+typedef struct qattn_decode_cache_views {
+    qattn_cache_kernel_view k, v, ks, vs;
+    int32_t n_slots;
+    int32_t reserved_; /* 0 */
+} qattn_decode_cache_views;
+
+static inline qattn_decode_cache_views qattn_decode_cache_views_of(const qattn_decode_args *a) {
+    qattn_decode_cache_views r;
+    memset(&r, 0, sizeof r);
+    r.k = qattn_cache_kernel_view_of(&a->k_cache, 0, a->page_size);
+    r.v = qattn_cache_kernel_view_of(&a->v_cache, 0, a->page_size);
+    r.n_slots = r.k.n_slots < r.v.n_slots ? r.k.n_slots : r.v.n_slots;
+    if (a->k_scale.buffer) {
+        r.ks = qattn_cache_kernel_view_of(&a->k_scale, 1, a->page_size);
+        r.vs = qattn_cache_kernel_view_of(&a->v_scale, 1, a->page_size);
+        if (r.ks.n_slots < r.n_slots) r.n_slots = r.ks.n_slots;
+        if (r.vs.n_slots < r.n_slots) r.n_slots = r.vs.n_slots;
+    }
+    return r;
 }
 
 #ifdef __cplusplus
