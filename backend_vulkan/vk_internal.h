@@ -108,6 +108,11 @@ typedef struct qattn_vk {
     int imported;                       /* instance, device, queue are the caller's */
 
     VkPhysicalDeviceProperties props;
+    /* maxBufferSize (maintenance4): a larger buffer is refused.
+     * maxMemoryAllocationSize (maintenance3): a larger allocation is still
+     * tried (the spec lets it fail rather than forbids it; lavapipe and
+     * NVIDIA make them), and a failure names this limit. */
+    VkDeviceSize max_buffer_bytes, max_allocation_bytes;
     uint32_t mem_device;                /* memory type index: device-local */
     uint32_t mem_staging;               /* host-visible | host-coherent */
     int has_coopmat;                    /* VK_KHR_cooperative_matrix enabled */
