@@ -1,244 +1,14 @@
-/* Vulkan instance and device: loader (volk), optional validation layer with a
- * message collector, device selection or import, feature enabling and
- * checking, and the device's capabilities.
- *
- * No Vulkan entry point is shared between contexts: volk's global loader
- * functions (vkCreateInstance, ...) are loaded once, instance-level ones go
- * into the context's own table (vki) and device-level ones into its
- * VolkDeviceTable (vkd). */
-#include <ctype.h>
-#include <pthread.h>
-#include <stdarg.h>
+/* The VkDevice of a context: created on the selected physical device with
+ * only the features the shaders use, or imported from the caller and
+ * checked for them; then its queue, memory types and the per-context
+ * runtime objects (command pool, fence, timestamp queries, pipeline cache
+ * and layout). Loader and instance: vk_instance.c; selection, features and
+ * capabilities: vk_physical.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vk_internal.h"
-
-/* Extension values newer than the headers this may be built against. */
-#ifndef VK_KHR_shader_bfloat16
-#define QATTN_VK_STYPE_BF16_FEATURES ((VkStructureType)1000141000)
-#define QATTN_VK_COMPONENT_BF16 ((VkComponentTypeKHR)1000141000)
-#else
-#define QATTN_VK_STYPE_BF16_FEATURES VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR
-#define QATTN_VK_COMPONENT_BF16 VK_COMPONENT_TYPE_BFLOAT16_KHR
-#endif
-#ifndef VK_EXT_shader_float8
-#define QATTN_VK_STYPE_FP8_FEATURES ((VkStructureType)1000567000)
-#define QATTN_VK_COMPONENT_E4M3 ((VkComponentTypeKHR)1000491002)
-#else
-#define QATTN_VK_STYPE_FP8_FEATURES VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT8_FEATURES_EXT
-#define QATTN_VK_COMPONENT_E4M3 VK_COMPONENT_TYPE_FLOAT8_E4M3_EXT
-#endif
-
-/* The features structs of both extensions have the same layout: sType,
- * pNext, then VkBool32 flags. */
-typedef struct qattn_vk_ext_features {
-    VkStructureType sType;
-    void *pNext;
-    VkBool32 f[3];
-} qattn_vk_ext_features;
-
-/* ---- loading ------------------------------------------------------------ */
-
-static pthread_once_t loader_once = PTHREAD_ONCE_INIT;
-static VkResult loader_result = VK_ERROR_INITIALIZATION_FAILED;
-static void load_loader(void) { loader_result = volkInitialize(); }
-
-/* volkLoadDeviceTable reads volk's global vkGetDeviceProcAddr; it is set to
- * this context's instance's one and read under this lock only. */
-static pthread_mutex_t device_table_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Loads vk->vki from vk->instance; returns the name of a missing required
- * entry point, or NULL. */
-static const char *load_instance_table(qattn_vk *vk, PFN_vkGetInstanceProcAddr gipa) {
-    qattn_vk_instance_table *t = &vk->vki;
-    memset(t, 0, sizeof *t);
-    t->vkGetInstanceProcAddr = gipa;
-#define QVK_LOAD(f) t->f = (PFN_##f)gipa(vk->instance, #f)
-    QVK_LOAD(vkDestroyInstance);
-    QVK_LOAD(vkEnumeratePhysicalDevices);
-    QVK_LOAD(vkGetPhysicalDeviceProperties);
-    QVK_LOAD(vkGetPhysicalDeviceProperties2);
-    QVK_LOAD(vkGetPhysicalDeviceFeatures2);
-    QVK_LOAD(vkGetPhysicalDeviceMemoryProperties);
-    QVK_LOAD(vkGetPhysicalDeviceQueueFamilyProperties);
-    QVK_LOAD(vkEnumerateDeviceExtensionProperties);
-    QVK_LOAD(vkCreateDevice);
-    QVK_LOAD(vkGetDeviceProcAddr);
-    QVK_LOAD(vkCreateDebugUtilsMessengerEXT);
-    QVK_LOAD(vkDestroyDebugUtilsMessengerEXT);
-    QVK_LOAD(vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR);
-#undef QVK_LOAD
-    if (!t->vkDestroyInstance) return "vkDestroyInstance";
-    if (!t->vkEnumeratePhysicalDevices) return "vkEnumeratePhysicalDevices";
-    if (!t->vkGetPhysicalDeviceProperties) return "vkGetPhysicalDeviceProperties";
-    if (!t->vkGetPhysicalDeviceProperties2) return "vkGetPhysicalDeviceProperties2";
-    if (!t->vkGetPhysicalDeviceFeatures2) return "vkGetPhysicalDeviceFeatures2";
-    if (!t->vkGetPhysicalDeviceMemoryProperties) return "vkGetPhysicalDeviceMemoryProperties";
-    if (!t->vkGetPhysicalDeviceQueueFamilyProperties) return "vkGetPhysicalDeviceQueueFamilyProperties";
-    if (!t->vkEnumerateDeviceExtensionProperties) return "vkEnumerateDeviceExtensionProperties";
-    if (!t->vkCreateDevice) return "vkCreateDevice";
-    if (!t->vkGetDeviceProcAddr) return "vkGetDeviceProcAddr";
-    return NULL;
-}
-
-static void load_device_table(qattn_vk *vk) {
-    pthread_mutex_lock(&device_table_lock);
-    PFN_vkGetDeviceProcAddr saved = vkGetDeviceProcAddr;
-    vkGetDeviceProcAddr = vk->vki.vkGetDeviceProcAddr;
-    volkLoadDeviceTable(&vk->vkd, vk->device);
-    vkGetDeviceProcAddr = saved;
-    pthread_mutex_unlock(&device_table_lock);
-}
-
-static void msg_append(qattn_vk *vk, const char *text) {
-    size_t used = strlen(vk->messages);
-    if (used + 2 >= sizeof vk->messages) return; /* keep the first ones */
-    snprintf(vk->messages + used, sizeof vk->messages - used, "%s%s", used ? "\n" : "", text);
-}
-
-static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(
-    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
-    const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
-    (void)types;
-    qattn_vk *vk = (qattn_vk *)user;
-    if (!(severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                      VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)))
-        return VK_FALSE;
-    vk->n_messages++;
-    msg_append(vk, data && data->pMessage ? data->pMessage : "(validation message without text)");
-    return VK_FALSE;
-}
-
-static int has_ext(const VkExtensionProperties *ext, uint32_t n, const char *name) {
-    for (uint32_t i = 0; i < n; ++i)
-        if (strcmp(ext[i].extensionName, name) == 0) return 1;
-    return 0;
-}
-
-static int has_layer(const char *name) {
-    uint32_t n = 0;
-    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0) return 0;
-    VkLayerProperties *l = calloc(n, sizeof *l);
-    if (!l) return 0;
-    int found = 0;
-    if (vkEnumerateInstanceLayerProperties(&n, l) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n; ++i) found |= strcmp(l[i].layerName, name) == 0;
-    free(l);
-    return found;
-}
-
-static int str_contains_ci(const char *hay, const char *needle) {
-    size_t nl = strlen(needle);
-    for (const char *h = hay; *h; ++h) {
-        size_t i = 0;
-        while (i < nl && h[i] && tolower((unsigned char)h[i]) == tolower((unsigned char)needle[i])) ++i;
-        if (i == nl) return 1;
-    }
-    return nl == 0;
-}
-
-static int all_digits(const char *s) {
-    if (!*s) return 0;
-    for (; *s; ++s)
-        if (!isdigit((unsigned char)*s)) return 0;
-    return 1;
-}
-
-/* Picks the physical device: selector = decimal index or name substring. */
-static qattn_status pick_device(qattn_vk *vk, const char *sel, char *err, size_t n) {
-    uint32_t count = 0;
-    VkResult r = vk->vki.vkEnumeratePhysicalDevices(vk->instance, &count, NULL);
-    if (r != VK_SUCCESS || count == 0) {
-        snprintf(err, n, "vulkan: no physical device (%s)", qattn_vk_result_name(r));
-        return QATTN_ERR_BACKEND_UNAVAILABLE;
-    }
-    VkPhysicalDevice *devs = calloc(count, sizeof *devs);
-    if (!devs) return QATTN_ERR_OUT_OF_MEMORY;
-    vk->vki.vkEnumeratePhysicalDevices(vk->instance, &count, devs);
-    int chosen = -1;
-    if (!sel || !*sel) {
-        chosen = 0;
-    } else if (all_digits(sel)) {
-        long idx = strtol(sel, NULL, 10);
-        if (idx >= 0 && idx < (long)count) chosen = (int)idx;
-    } else {
-        for (uint32_t i = 0; i < count && chosen < 0; ++i) {
-            VkPhysicalDeviceProperties p;
-            vk->vki.vkGetPhysicalDeviceProperties(devs[i], &p);
-            if (str_contains_ci(p.deviceName, sel)) chosen = (int)i;
-        }
-    }
-    if (chosen < 0) {
-        int used = snprintf(err, n, "vulkan: no device matches \"%s\" among:", sel);
-        for (uint32_t i = 0; i < count && used > 0 && (size_t)used < n; ++i) {
-            VkPhysicalDeviceProperties p;
-            vk->vki.vkGetPhysicalDeviceProperties(devs[i], &p);
-            used += snprintf(err + used, n - (size_t)used, " [%u] %s", i, p.deviceName);
-        }
-        free(devs);
-        return QATTN_ERR_BACKEND_UNAVAILABLE;
-    }
-    vk->phys = devs[chosen];
-    free(devs);
-    vk->vki.vkGetPhysicalDeviceProperties(vk->phys, &vk->props);
-    return QATTN_OK;
-}
-
-static qattn_status create_instance(qattn_vk *vk, int validation, char *err, size_t n) {
-    VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO};
-    app.pApplicationName = "qattn";
-    app.pEngineName = "qattn";
-    app.apiVersion = VK_API_VERSION_1_3;
-    const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
-    const char *exts[1] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
-    VkDebugUtilsMessengerCreateInfoEXT mci = {VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-    mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-    mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                      VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-    mci.pfnUserCallback = on_debug_message;
-    mci.pUserData = vk;
-    VkInstanceCreateInfo ci = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
-    ci.pApplicationInfo = &app;
-    if (validation) {
-        if (!has_layer(layers[0])) {
-            snprintf(err, n, "vulkan: debug_validation asked for but VK_LAYER_KHRONOS_validation is "
-                             "not installed");
-            return QATTN_ERR_BACKEND_UNAVAILABLE;
-        }
-        ci.enabledLayerCount = 1;
-        ci.ppEnabledLayerNames = layers;
-        ci.enabledExtensionCount = 1;
-        ci.ppEnabledExtensionNames = exts;
-        ci.pNext = &mci; /* also catches messages of instance creation */
-    }
-    VkResult r = vkCreateInstance(&ci, NULL, &vk->instance);
-    if (r != VK_SUCCESS) {
-        snprintf(err, n, "vulkan: vkCreateInstance failed (%s)", qattn_vk_result_name(r));
-        return QATTN_ERR_BACKEND_UNAVAILABLE;
-    }
-    const char *missing = load_instance_table(vk, vkGetInstanceProcAddr);
-    if (missing) {
-        snprintf(err, n, "vulkan: the instance has no %s", missing);
-        return QATTN_ERR_BACKEND_UNAVAILABLE;
-    }
-    if (validation) {
-        if (!vk->vki.vkCreateDebugUtilsMessengerEXT || !vk->vki.vkDestroyDebugUtilsMessengerEXT) {
-            snprintf(err, n, "vulkan: the instance has no VK_EXT_debug_utils entry points");
-            return QATTN_ERR_BACKEND_UNAVAILABLE;
-        }
-        r = vk->vki.vkCreateDebugUtilsMessengerEXT(vk->instance, &mci, NULL, &vk->messenger);
-        if (r != VK_SUCCESS) {
-            snprintf(err, n, "vulkan: vkCreateDebugUtilsMessengerEXT failed (%s)",
-                     qattn_vk_result_name(r));
-            return QATTN_ERR_BACKEND_UNAVAILABLE;
-        }
-    }
-    return QATTN_OK;
-}
 
 /* Finds a memory type with `want` flags among `bits`; UINT32_MAX if none. */
 static uint32_t find_memory(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
@@ -248,122 +18,12 @@ static uint32_t find_memory(const VkPhysicalDeviceMemoryProperties *mp, uint32_t
     return UINT32_MAX;
 }
 
-/* The features qattn's shaders use: required ones first. */
-typedef struct qattn_vk_feats {
-    VkBool32 bda, s8, s16, i64, i16, i8, maint4, f16; /* required */
-    VkBool32 vmm, vmm_dev, sgsc, cfs, coop;            /* used when present */
-} qattn_vk_feats;
-
-/* The first required feature `f` lacks, named as in the Vulkan spec; NULL
- * when none. */
-static const char *first_missing(const qattn_vk_feats *f) {
-    if (!f->bda) return "bufferDeviceAddress (VkPhysicalDeviceVulkan12Features)";
-    if (!f->s8) return "storageBuffer8BitAccess (VkPhysicalDeviceVulkan12Features)";
-    if (!f->s16) return "storageBuffer16BitAccess (VkPhysicalDeviceVulkan11Features)";
-    if (!f->i64) return "shaderInt64 (VkPhysicalDeviceFeatures)";
-    if (!f->i16) return "shaderInt16 (VkPhysicalDeviceFeatures)";
-    if (!f->i8) return "shaderInt8 (VkPhysicalDeviceVulkan12Features)";
-    /* The shaders size their workgroups with specialization constants
-     * (LocalSizeId), which needs maintenance4. */
-    if (!f->maint4) return "maintenance4 (VkPhysicalDeviceVulkan13Features)";
-    /* The decode tiles are staged in f16. */
-    if (!f->f16) return "shaderFloat16 (VkPhysicalDeviceVulkan12Features)";
-    return NULL;
-}
-
-/* What the device offers: extensions (as flags) and features. */
-typedef struct qattn_vk_offer {
-    int e_coop, e_bf16, e_nvsm, e_pexec, e_amdcore;
-    qattn_vk_feats f;
-    VkBool32 bf16;
-} qattn_vk_offer;
-
-/* Device properties every context needs, whoever made the device. */
-static qattn_status check_properties(qattn_vk *vk, char *err, size_t n) {
-    if (VK_API_VERSION_MAJOR(vk->props.apiVersion) == 1 &&
-        VK_API_VERSION_MINOR(vk->props.apiVersion) < 3) {
-        snprintf(err, n, "vulkan: %s offers Vulkan %u.%u, qattn needs 1.3", vk->props.deviceName,
-                 VK_API_VERSION_MAJOR(vk->props.apiVersion), VK_API_VERSION_MINOR(vk->props.apiVersion));
-        return QATTN_ERR_BACKEND_UNAVAILABLE;
-    }
-    if (vk->props.limits.maxPushConstantsSize < QATTN_VK_PUSH_BYTES) {
-        snprintf(err, n, "vulkan: %s has %u bytes of push constants, qattn needs %u",
-                 vk->props.deviceName, vk->props.limits.maxPushConstantsSize, QATTN_VK_PUSH_BYTES);
-        return QATTN_ERR_BACKEND_UNAVAILABLE;
-    }
-    VkPhysicalDeviceSubgroupProperties sgp = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-    p2.pNext = &sgp;
-    vk->vki.vkGetPhysicalDeviceProperties2(vk->phys, &p2);
-    const VkSubgroupFeatureFlags need_sg =
-        VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT |
-        VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT |
-        VK_SUBGROUP_FEATURE_BALLOT_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT;
-    if (!(sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
-        (sgp.supportedOperations & need_sg) != need_sg) {
-        snprintf(err, n, "vulkan: %s lacks subgroup basic/arithmetic/shuffle/ballot/vote in compute",
-                 vk->props.deviceName);
-        return QATTN_ERR_BACKEND_UNAVAILABLE;
-    }
-    return QATTN_OK;
-}
-
-static qattn_status query_offer(qattn_vk *vk, qattn_vk_offer *o) {
-    memset(o, 0, sizeof *o);
-    uint32_t n_ext = 0;
-    vk->vki.vkEnumerateDeviceExtensionProperties(vk->phys, NULL, &n_ext, NULL);
-    VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
-    if (!ext) return QATTN_ERR_OUT_OF_MEMORY;
-    vk->vki.vkEnumerateDeviceExtensionProperties(vk->phys, NULL, &n_ext, ext);
-    o->e_coop = has_ext(ext, n_ext, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    o->e_bf16 = has_ext(ext, n_ext, "VK_KHR_shader_bfloat16");
-    const int e_fp8 = has_ext(ext, n_ext, "VK_EXT_shader_float8");
-    o->e_nvsm = has_ext(ext, n_ext, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
-    o->e_pexec = has_ext(ext, n_ext, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-    o->e_amdcore = has_ext(ext, n_ext, VK_AMD_SHADER_CORE_PROPERTIES_2_EXTENSION_NAME) &&
-                   has_ext(ext, n_ext, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
-    free(ext);
-
-    qattn_vk_ext_features fp8 = {QATTN_VK_STYPE_FP8_FEATURES, NULL, {0}};
-    qattn_vk_ext_features bf16 = {QATTN_VK_STYPE_BF16_FEATURES, NULL, {0}};
-    VkPhysicalDeviceCooperativeMatrixFeaturesKHR coop = {
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
-    VkPhysicalDeviceVulkan13Features f13 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
-    VkPhysicalDeviceVulkan12Features f12 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    VkPhysicalDeviceVulkan11Features f11 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-    VkPhysicalDeviceFeatures2 f2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    f2.pNext = &f11;
-    f11.pNext = &f12;
-    f12.pNext = &f13;
-    void **tail = &f13.pNext;
-    if (o->e_coop) { *tail = &coop; tail = &coop.pNext; }
-    if (o->e_bf16) { *tail = &bf16; tail = &bf16.pNext; }
-    if (e_fp8) { *tail = &fp8; tail = &fp8.pNext; }
-    vk->vki.vkGetPhysicalDeviceFeatures2(vk->phys, &f2);
-    qattn_vk_feats *f = &o->f;
-    f->bda = f12.bufferDeviceAddress;
-    f->s8 = f12.storageBuffer8BitAccess;
-    f->s16 = f11.storageBuffer16BitAccess;
-    f->i64 = f2.features.shaderInt64;
-    f->i16 = f2.features.shaderInt16;
-    f->i8 = f12.shaderInt8;
-    f->f16 = f12.shaderFloat16;
-    f->vmm = f12.vulkanMemoryModel;
-    f->vmm_dev = f12.vulkanMemoryModelDeviceScope;
-    f->sgsc = f13.subgroupSizeControl;
-    f->cfs = f13.computeFullSubgroups;
-    f->maint4 = f13.maintenance4;
-    f->coop = o->e_coop && coop.cooperativeMatrix;
-    o->bf16 = o->e_bf16 && bf16.f[0];
-    return QATTN_OK;
-}
-
 /* Queue, memory types and capabilities of a device created with `en`
  * enabled (coop only together with its extension). */
 static qattn_status setup_device(qattn_vk *vk, const qattn_vk_offer *o, const qattn_vk_feats *en,
                                  char *err, size_t n) {
     vk->has_coopmat = en->coop && en->f16 && en->vmm;
-    load_device_table(vk);
+    qattn_vk_load_device_table(vk);
     vk->vkd.vkGetDeviceQueue(vk->device, vk->queue_family, vk->queue_index, &vk->queue);
     if (!vk->queue) {
         snprintf(err, n, "vulkan: vkGetDeviceQueue(family %u, index %u) gave no queue", vk->queue_family,
@@ -393,102 +53,15 @@ static qattn_status setup_device(qattn_vk *vk, const qattn_vk_offer *o, const qa
         return QATTN_ERR_BACKEND_UNAVAILABLE;
     }
 
-    /* Optional sources of caps. */
-    VkPhysicalDeviceSubgroupProperties sgp = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceVulkan13Properties p13 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
-    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV nvsm = {
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
-    VkPhysicalDeviceShaderCoreProperties2AMD amd2 = {
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_2_AMD};
-    VkPhysicalDeviceShaderCorePropertiesAMD amd1 = {
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
-    VkPhysicalDeviceMaintenance3Properties m3 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
-    VkPhysicalDeviceMaintenance4Properties m4 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
-    VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-    p2.pNext = &sgp;
-    sgp.pNext = &p13;
-    p13.pNext = &m3;
-    m3.pNext = &m4;
-    void **ptail = &m4.pNext;
-    if (o->e_nvsm) { *ptail = &nvsm; ptail = &nvsm.pNext; }
-    if (o->e_amdcore) { *ptail = &amd2; amd2.pNext = &amd1; ptail = &amd1.pNext; }
-    vk->vki.vkGetPhysicalDeviceProperties2(vk->phys, &p2);
-
-    vk->max_buffer_bytes = m4.maxBufferSize;
-    vk->max_allocation_bytes = m3.maxMemoryAllocationSize;
-
-    qattn_device_caps *c = &vk->caps;
-    memset(c, 0, sizeof *c);
-    snprintf(c->arch, sizeof c->arch, "vulkan:%.80s", vk->props.deviceName);
-    snprintf(c->device_name, sizeof c->device_name, "%.120s", vk->props.deviceName);
-    if (o->e_nvsm) c->compute_units = (int32_t)nvsm.shaderSMCount;
-    else if (o->e_amdcore) c->compute_units = (int32_t)amd2.activeComputeUnitCount;
-    else c->compute_units = 0; /* unknown: planners assume a default */
-    c->subgroup_size_min = o->f.sgsc ? p13.minSubgroupSize : sgp.subgroupSize;
-    c->subgroup_size_max = o->f.sgsc ? p13.maxSubgroupSize : sgp.subgroupSize;
-    if (c->subgroup_size_min == 0) c->subgroup_size_min = sgp.subgroupSize;
-    if (c->subgroup_size_max == 0) c->subgroup_size_max = sgp.subgroupSize;
-    c->max_shared_bytes = vk->props.limits.maxComputeSharedMemorySize;
-    c->max_workgroup_size = vk->props.limits.maxComputeWorkGroupInvocations;
-    if (vk->props.limits.maxComputeWorkGroupSize[0] < c->max_workgroup_size)
-        c->max_workgroup_size = vk->props.limits.maxComputeWorkGroupSize[0];
-    c->features = QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT;
-    /* The packed fp8 reader converts four codes per 32-bit word with integer
-     * operations every device accepted here has. */
-    c->features |= QATTN_FEAT_PACKED_FP8_CVT;
-    if (en->f16) c->features |= QATTN_FEAT_SHADER_F16;
-    if (o->bf16) c->features |= QATTN_FEAT_BF16;
-    vk->has_subgroup_size_control = en->sgsc && en->cfs &&
-                                    (p13.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
-    if (vk->has_subgroup_size_control) c->features |= QATTN_FEAT_SUBGROUP_SIZE_CONTROL;
-    if (ts_bits > 0 && vk->props.limits.timestampPeriod > 0.0f) {
-        c->features |= QATTN_FEAT_TIMESTAMPS;
-        vk->timestamp_period_ns = vk->props.limits.timestampPeriod;
-        vk->timestamp_mask = ts_bits >= 64 ? UINT64_MAX : ((1ull << ts_bits) - 1ull);
-    }
-    if (vk->has_coopmat && vk->vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR) {
-        uint32_t np = 0;
-        vk->vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(vk->phys, &np, NULL);
-        VkCooperativeMatrixPropertiesKHR *cp = calloc(np ? np : 1, sizeof *cp);
-        if (!cp) return QATTN_ERR_OUT_OF_MEMORY;
-        for (uint32_t i = 0; i < np; ++i) cp[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
-        vk->vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(vk->phys, &np, cp);
-        for (uint32_t i = 0; i < np && c->n_matrix_shapes < QATTN_MAX_MATRIX_SHAPES; ++i) {
-            if (cp[i].scope != VK_SCOPE_SUBGROUP_KHR || cp[i].AType != cp[i].BType ||
-                cp[i].CType != cp[i].ResultType)
-                continue;
-            qattn_dtype a = QATTN_DTYPE_INVALID, cc = QATTN_DTYPE_INVALID;
-            if (cp[i].AType == VK_COMPONENT_TYPE_FLOAT16_KHR) a = QATTN_F16;
-            else if (cp[i].AType == QATTN_VK_COMPONENT_BF16) a = QATTN_BF16;
-            else if (cp[i].AType == VK_COMPONENT_TYPE_SINT8_KHR) a = QATTN_I8;
-            else if (cp[i].AType == QATTN_VK_COMPONENT_E4M3) a = QATTN_FP8_E4M3FN;
-            if (cp[i].CType == VK_COMPONENT_TYPE_FLOAT32_KHR) cc = QATTN_F32;
-            else if (cp[i].CType == VK_COMPONENT_TYPE_FLOAT16_KHR) cc = QATTN_F16;
-            else if (cp[i].CType == VK_COMPONENT_TYPE_SINT32_KHR) cc = QATTN_I32;
-            if (a == QATTN_DTYPE_INVALID || cc == QATTN_DTYPE_INVALID) continue;
-            qattn_matrix_shape *s = &c->matrix_shapes[c->n_matrix_shapes++];
-            s->m = (uint16_t)cp[i].MSize;
-            s->n = (uint16_t)cp[i].NSize;
-            s->k = (uint16_t)cp[i].KSize;
-            s->a_type = a;
-            s->c_type = cc;
-            if (a == QATTN_FP8_E4M3FN) {
-                c->features |= QATTN_FEAT_FP8_MATRIX;
-                c->fp8_matrix_native = QATTN_FP8_E4M3FN;
-            }
-        }
-        free(cp);
-        if (c->n_matrix_shapes > 0) c->features |= QATTN_FEAT_COOPMAT;
-    }
-    return QATTN_OK;
+    return qattn_vk_read_caps(vk, o, en, ts_bits);
 }
 
 static qattn_status create_device(qattn_vk *vk, char *err, size_t n) {
-    qattn_status s = check_properties(vk, err, n);
+    qattn_status s = qattn_vk_check_properties(vk, err, n);
     if (s != QATTN_OK) return s;
     qattn_vk_offer o;
-    if ((s = query_offer(vk, &o)) != QATTN_OK) return s;
-    const char *missing = first_missing(&o.f);
+    if ((s = qattn_vk_query_offer(vk, &o)) != QATTN_OK) return s;
+    const char *missing = qattn_vk_first_missing(&o.f);
     if (missing) {
         snprintf(err, n, "vulkan: %s lacks the feature %s", vk->props.deviceName, missing);
         return QATTN_ERR_BACKEND_UNAVAILABLE;
@@ -518,18 +91,8 @@ static qattn_status create_device(qattn_vk *vk, char *err, size_t n) {
     e13.subgroupSizeControl = en.sgsc;
     e13.computeFullSubgroups = en.cfs;
     e13.maintenance4 = VK_TRUE;
-    const char *dev_exts[3];
+    const char *dev_exts[1];
     uint32_t n_dev_exts = 0;
-    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pexec = {
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-    if (vk->capture && o.e_pexec) {
-        pexec.pipelineExecutableInfo = VK_TRUE;
-        pexec.pNext = e13.pNext;
-        e13.pNext = &pexec;
-        dev_exts[n_dev_exts++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
-    } else {
-        vk->capture = 0;
-    }
     if (en.coop) {
         ecoop.cooperativeMatrix = VK_TRUE;
         ecoop.pNext = e13.pNext;
@@ -665,7 +228,7 @@ static qattn_status import_device(qattn_vk *vk, const qattn_vulkan_device *d, ch
     vk->queue_family = d->queue_family;
     vk->queue_index = d->queue_index;
     vk->vki.vkGetPhysicalDeviceProperties(vk->phys, &vk->props);
-    qattn_status s = check_properties(vk, err, n);
+    qattn_status s = qattn_vk_check_properties(vk, err, n);
     if (s != QATTN_OK) return s;
     uint32_t nq = 0;
     vk->vki.vkGetPhysicalDeviceQueueFamilyProperties(vk->phys, &nq, NULL);
@@ -690,14 +253,14 @@ static qattn_status import_device(qattn_vk *vk, const qattn_vulkan_device *d, ch
         return QATTN_ERR_INVALID_ARGUMENT;
     }
     qattn_vk_offer o;
-    if ((s = query_offer(vk, &o)) != QATTN_OK) return s;
+    if ((s = qattn_vk_query_offer(vk, &o)) != QATTN_OK) return s;
     qattn_vk_feats en;
     enabled_from_chain(d->enabled_features_chain, (const VkPhysicalDeviceFeatures *)d->enabled_features_10,
                        &en);
-    const char *missing = first_missing(&en);
+    const char *missing = qattn_vk_first_missing(&en);
     if (missing) {
         snprintf(err, n, "vulkan: the imported device was created without the feature %s, which qattn "
-                         "needs%s", missing, first_missing(&o.f) ? " (and the device does not offer it)" : "");
+                         "needs%s", missing, qattn_vk_first_missing(&o.f) ? " (and the device does not offer it)" : "");
         return QATTN_ERR_BACKEND_UNAVAILABLE;
     }
     int coop_ext = 0;
@@ -759,22 +322,6 @@ static qattn_status create_runtime(qattn_vk *vk, char *err, size_t n) {
     return QATTN_OK;
 }
 
-qattn_status qattn_vk_create(const qattn_context_options *options, void **be, char *err,
-                             size_t err_size) {
-    return qattn_vk_create_ex(options, 0, be, err, err_size);
-}
-
-/* Loads the system's Vulkan loader once per process (volk's global-level
- * entry points never change afterwards). */
-static qattn_status need_loader(char *err, size_t n) {
-    pthread_once(&loader_once, load_loader);
-    if (loader_result != VK_SUCCESS) {
-        snprintf(err, n, "vulkan: no Vulkan loader (libvulkan) found");
-        return QATTN_ERR_BACKEND_UNAVAILABLE;
-    }
-    return QATTN_OK;
-}
-
 /* The end of every creation: validation spoke, or the context is ready. */
 static qattn_status finish_create(qattn_vk *vk, qattn_status s, void **be, char *err, size_t err_size) {
     if (s == QATTN_OK && vk->n_messages > 0) {
@@ -790,8 +337,8 @@ static qattn_status finish_create(qattn_vk *vk, qattn_status s, void **be, char 
     return QATTN_OK;
 }
 
-qattn_status qattn_vk_create_ex(const qattn_context_options *options, int capture, void **be,
-                                char *err, size_t err_size) {
+qattn_status qattn_vk_create(const qattn_context_options *options, void **be, char *err,
+                             size_t err_size) {
     char scratch[8];
     if (!err || err_size == 0) {
         err = scratch;
@@ -799,16 +346,15 @@ qattn_status qattn_vk_create_ex(const qattn_context_options *options, int captur
     }
     err[0] = '\0';
     *be = NULL;
-    qattn_status s = need_loader(err, err_size);
+    qattn_status s = qattn_vk_need_loader(err, err_size);
     if (s != QATTN_OK) return s;
     qattn_vk *vk = calloc(1, sizeof *vk);
     if (!vk) return QATTN_ERR_OUT_OF_MEMORY;
     vk->debug_validation = options && options->debug_validation;
-    vk->capture = capture;
     const char *sel = options ? options->device : NULL;
     if (!sel || !*sel) sel = getenv("QATTN_VULKAN_DEVICE");
-    s = create_instance(vk, vk->debug_validation, err, err_size);
-    if (s == QATTN_OK) s = pick_device(vk, sel, err, err_size);
+    s = qattn_vk_create_instance(vk, vk->debug_validation, err, err_size);
+    if (s == QATTN_OK) s = qattn_vk_pick_device(vk, sel, err, err_size);
     if (s == QATTN_OK) s = create_device(vk, err, err_size);
     if (s == QATTN_OK) s = create_runtime(vk, err, err_size);
     return finish_create(vk, s, be, err, err_size);
@@ -839,7 +385,7 @@ qattn_status qattn_vk_import(const qattn_vulkan_device *d, const qattn_context_o
     }
     PFN_vkGetInstanceProcAddr gipa = (PFN_vkGetInstanceProcAddr)d->get_instance_proc_addr;
     if (!gipa) {
-        qattn_status s = need_loader(err, err_size);
+        qattn_status s = qattn_vk_need_loader(err, err_size);
         if (s != QATTN_OK) return s;
         gipa = vkGetInstanceProcAddr;
     }
@@ -849,7 +395,7 @@ qattn_status qattn_vk_import(const qattn_vulkan_device *d, const qattn_context_o
     vk->instance = d->instance;
     vk->debug_validation = options && options->debug_validation;
     qattn_status s = QATTN_OK;
-    const char *missing = load_instance_table(vk, gipa);
+    const char *missing = qattn_vk_load_instance_table(vk, gipa);
     if (missing) {
         snprintf(err, err_size, "device->instance: no %s (is it a Vulkan 1.3 instance?)", missing);
         s = QATTN_ERR_INVALID_ARGUMENT;
@@ -859,14 +405,7 @@ qattn_status qattn_vk_import(const qattn_vulkan_device *d, const qattn_context_o
             snprintf(err, err_size, "options->debug_validation: the instance has no VK_EXT_debug_utils");
             s = QATTN_ERR_INVALID_ARGUMENT;
         } else {
-            VkDebugUtilsMessengerCreateInfoEXT mci = {VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-            mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                                  VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-            mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                              VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                              VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-            mci.pfnUserCallback = on_debug_message;
-            mci.pUserData = vk;
+            VkDebugUtilsMessengerCreateInfoEXT mci = qattn_vk_messenger_info(vk);
             VkResult r = vk->vki.vkCreateDebugUtilsMessengerEXT(vk->instance, &mci, NULL, &vk->messenger);
             if (r != VK_SUCCESS) {
                 snprintf(err, err_size, "vulkan: vkCreateDebugUtilsMessengerEXT failed (%s)",

@@ -149,7 +149,6 @@ typedef struct qattn_vk {
     int n_pipelines, cap_pipelines;
 
     int debug_validation;
-    int capture;                        /* pipelines keep statistics/IR (tools only) */
     int n_messages;                     /* unreported validation messages */
     char messages[QATTN_VK_MESSAGE_BYTES]; /* their text, newest appended */
     char message[QATTN_VK_MESSAGE_BYTES];  /* text of the last failure */
@@ -170,15 +169,53 @@ qattn_status qattn_vk_check(qattn_vk *vk, VkResult r, const char *what);
 qattn_status qattn_vk_check_messages(qattn_vk *vk, const char *what);
 const char *qattn_vk_result_name(VkResult r);
 
+/* ---- loader and instance (vk_instance.c) ------------------------------- */
+/* Loads the system's Vulkan loader once per process (volk's global-level
+ * entry points never change afterwards). */
+qattn_status qattn_vk_need_loader(char *err, size_t n);
+/* Loads vk->vki from vk->instance through gipa; returns the name of a
+ * missing required entry point, or NULL. */
+const char *qattn_vk_load_instance_table(qattn_vk *vk, PFN_vkGetInstanceProcAddr gipa);
+/* Loads vk->vkd from vk->device. */
+void qattn_vk_load_device_table(qattn_vk *vk);
+/* The messenger that collects validation warnings and errors into vk. */
+VkDebugUtilsMessengerCreateInfoEXT qattn_vk_messenger_info(qattn_vk *vk);
+/* Creates qattn's own instance (with the validation layer and messenger
+ * when `validation`) and loads vk->vki. */
+qattn_status qattn_vk_create_instance(qattn_vk *vk, int validation, char *err, size_t n);
+
+/* ---- physical device: selection, features, caps (vk_physical.c) -------- */
+/* The features qattn's shaders use: required ones first. */
+typedef struct qattn_vk_feats {
+    VkBool32 bda, s8, s16, i64, i16, i8, maint4, f16; /* required */
+    VkBool32 vmm, vmm_dev, sgsc, cfs, coop;            /* used when present */
+} qattn_vk_feats;
+
+/* What the device offers: extensions (as flags) and features. */
+typedef struct qattn_vk_offer {
+    int e_coop, e_bf16, e_nvsm, e_amdcore;
+    qattn_vk_feats f;
+    VkBool32 bf16;
+} qattn_vk_offer;
+
+/* Picks vk->phys (and reads vk->props): selector NULL or "" = device 0,
+ * a decimal index, or a case-insensitive substring of the name. */
+qattn_status qattn_vk_pick_device(qattn_vk *vk, const char *sel, char *err, size_t n);
+/* Device properties every context needs, whoever made the device. */
+qattn_status qattn_vk_check_properties(qattn_vk *vk, char *err, size_t n);
+/* What vk->phys offers. */
+qattn_status qattn_vk_query_offer(qattn_vk *vk, qattn_vk_offer *o);
+/* The first required feature `f` lacks, named as in the Vulkan spec; NULL
+ * when none. */
+const char *qattn_vk_first_missing(const qattn_vk_feats *f);
+/* Fills vk->caps (and the size-control and timestamp fields) for a device
+ * created with `en` enabled; ts_bits = the queue's timestampValidBits. */
+qattn_status qattn_vk_read_caps(qattn_vk *vk, const qattn_vk_offer *o, const qattn_vk_feats *en,
+                               uint32_t ts_bits);
+
 /* ---- device (vk_device.c) ---------------------------------------------- */
 qattn_status qattn_vk_create(const qattn_context_options *options, void **be, char *err,
                              size_t err_size);
-/* As qattn_vk_create; capture != 0 also enables
- * VK_KHR_pipeline_executable_properties (when the device has it) and makes
- * every pipeline keep its statistics and internal representations, for
- * backend_vulkan/tools/qattn_vk_stats. */
-qattn_status qattn_vk_create_ex(const qattn_context_options *options, int capture, void **be,
-                                char *err, size_t err_size);
 /* A context on the caller's instance/device/queue (qattn_vulkan_context_create):
  * checks the enabled features, never destroys the imported objects. */
 qattn_status qattn_vk_import(const qattn_vulkan_device *device, const qattn_context_options *options,

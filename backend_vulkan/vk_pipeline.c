@@ -83,9 +83,6 @@ qattn_status qattn_vk_pipeline(qattn_vk *vk, const char *shader, const uint32_t 
         ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
     }
     ci.layout = vk->layout;
-    if (vk->capture)
-        ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR |
-                    VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
     /* Creation feedback (core in 1.3) says whether the pipeline cache held
      * it: what the pipeline counters report. */
     VkPipelineCreationFeedback fb = {0}, stage_fb = {0};

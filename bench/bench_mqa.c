@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "qattn/experimental.h"
 #include "test_rng.h"
 #include "tolerance.h"
 

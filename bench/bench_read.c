@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "qattn/experimental.h"
 
 /* Upload in pieces so neither the host nor the backend's staging memory
  * needs the whole buffer at once. */

@@ -7,7 +7,7 @@ if(QATTN_HAVE_VULKAN)
   # With the Vulkan backend, the same test also checks that the backend
   # launches exactly the plan (qattn_vk_decode_launch_of, no device needed).
   # That function is internal to the backend, so the test is built from the
-  # backend's sources, as backend_vulkan/tools/qattn_vk_stats is.
+  # backend's sources.
   set(_vk_dir ${PROJECT_SOURCE_DIR}/backend_vulkan)
   file(GLOB _vk_sources CONFIGURE_DEPENDS ${_vk_dir}/*.c)
   target_sources(test_plan_decode PRIVATE ${_vk_sources} ${QATTN_VOLK_INCLUDE_DIR}/volk.c

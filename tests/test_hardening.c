@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "fake_devices.h"
+#include "qattn/experimental.h"
 #include "test_ctx.h"
 #include "test_rng.h"
 
@@ -319,6 +320,15 @@ static void test_rows2_3_mqa_strides(void **state) {
     s = qattn_mqa_logits_run(ctx, &edited, &a, NULL, 0);
     expect(s, qattn_last_error(ctx), "changed after planning", "edited mqa plan");
     assert_true(qt_buf_all(ctx, bl, QT_POISON));
+    /* The experimental ceiling consumes plans too: the same check first. */
+    double tflops = -1.0;
+    s = qattn_mqa_matrix_ceiling(ctx, &edited, &tflops);
+    expect(s, qattn_last_error(ctx), "changed after planning", "edited plan to the ceiling");
+    assert_true(tflops == 0.0);
+    tflops = -1.0;
+    assert_int_equal(qattn_mqa_matrix_ceiling(ctx, &plan, &tflops), QATTN_ERR_UNSUPPORTED);
+    assert_non_null(strstr(qattn_last_error(ctx), "qattn_mqa_matrix_ceiling"));
+    assert_true(tflops == 0.0);
     /* index64 was planned from these strides: other strides are refused. */
     qattn_mqa_logits_args wide = a;
     wide.q.strides[0] = H * MD + 64;

@@ -125,17 +125,36 @@ qattn_status qattn__check_mqa_logits_shapes(const qattn_mqa_logits_args *a, char
 qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n);
 qattn_status qattn__validate_mqa_logits(const qattn_mqa_logits_args *a, char *err, size_t n);
 
-/* ---- plan integrity (core/src/ops.c) ----
+/* ---- plan integrity (core/src/plan_seal.c) ----
  * A plan's last member `integrity` is a digest of all its bytes before it.
- * Planners hand every plan they return through these, so the digest is
- * computed over the final bytes; run refuses a plan whose digest differs
- * (edited after planning, or made by another build of the library). */
+ * Planners hand every plan they return through the seal functions, so the
+ * digest is computed over the final bytes; every consumer of a plan checks
+ * it first and refuses a plan whose digest differs (edited after planning,
+ * or made by another build of the library). */
 /* Writes p to *out with what the run must match recorded (max_kv_len of
  * a; the layout of a's tensors) and the digest set. */
 void qattn__seal_decode_plan(qattn_decode_plan *out, const qattn_decode_plan *p,
                              const qattn_decode_args *a);
 void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p,
                                  const qattn_mqa_logits_args *a);
+/* QATTN_OK when the plan's digest matches its bytes; otherwise ctx's last
+ * error says the plan changed after planning. */
+qattn_status qattn__check_decode_sealed(qattn_context *ctx, const qattn_decode_plan *p);
+qattn_status qattn__check_mqa_sealed(qattn_context *ctx, const qattn_mqa_logits_plan *p);
+/* Digest of the layout a plan depends on: dtypes, shapes, strides and
+ * 16-byte offset alignment of the args' tensors (decode: not the page
+ * table, whose length changes every step). */
+uint64_t qattn__decode_args_layout(const qattn_decode_args *a);
+uint64_t qattn__mqa_args_layout(const qattn_mqa_logits_args *a);
+
+/* ---- run-time plan checks (core/src/ops.c) ----
+ * What every consumer of a sealed plan checks against the context: the
+ * plan's shared memory fits this device, the backend has the entry point
+ * (has_slot) and supports_op accepts the plan. Names op_name and variant in
+ * the failure. */
+qattn_status qattn__check_plan_device(qattn_context *ctx, qattn_op op, const char *op_name,
+                                      const void *plan, const char *variant, uint32_t shared_bytes,
+                                      int has_slot);
 
 /* Host address of element 0 of a tensor on the cpu backend. */
 static inline void *qattn__host_ptr(const qattn_tensor *t) {

@@ -1,103 +1,14 @@
 /* Run entry points of the operations: validate the descriptors, check the
  * plan belongs to these arguments and this device, optionally verify
  * indices, then hand over to the backend. Nothing is launched or written
- * unless every check passes. Planners live in plan_*.c. */
+ * unless every check passes. Planners live in plan_*.c, plan sealing and its
+ * checks in plan_seal.c. */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-
-/* ---- plan integrity --------------------------------------------------------
- * FNV-1a over the bytes, seeded with the plan type's tag and size (so a plan
- * of another layout or op never matches), then a 64-bit finalizer so that
- * nearby plans get unrelated digests. This catches plans edited or
- * corrupted after planning; it is not a defence against a caller forging
- * one on purpose. */
-static uint64_t digest(uint64_t tag, const void *bytes, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull ^ tag ^ ((uint64_t)n << 32);
-    const unsigned char *b = bytes;
-    for (size_t i = 0; i < n; ++i) {
-        h ^= b[i];
-        h *= 0x100000001b3ull;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
-
-#define DECODE_TAG 0x71617474656e6431ull /* "qattend1" */
-#define MQA_TAG 0x716174746d716131ull    /* "qattmqa1" */
-
-static uint64_t decode_digest(const qattn_decode_plan *p) {
-    return digest(DECODE_TAG, p, offsetof(qattn_decode_plan, integrity));
-}
-
-static uint64_t mqa_digest(const qattn_mqa_logits_plan *p) {
-    return digest(MQA_TAG, p, offsetof(qattn_mqa_logits_plan, integrity));
-}
-
-/* The digest covers every byte before it only if it is the last member. */
-_Static_assert(offsetof(qattn_decode_plan, integrity) + sizeof(uint64_t) == sizeof(qattn_decode_plan),
-               "qattn_decode_plan.integrity must be the last member");
-_Static_assert(offsetof(qattn_mqa_logits_plan, integrity) + sizeof(uint64_t) ==
-                   sizeof(qattn_mqa_logits_plan),
-               "qattn_mqa_logits_plan.integrity must be the last member");
-
-/* Folds what a planner may read of a tensor into h: whether it is there,
- * dtype, rank, shape, strides and the offset's alignment (not the buffer
- * or the offset itself: a plan is made once per shape and layout and runs
- * on any buffers of that layout). */
-static uint64_t fold_tensor(uint64_t h, const qattn_tensor *t) {
-    int64_t w[3 + 2 * QATTN_MAX_RANK];
-    memset(w, 0, sizeof w);
-    w[0] = t->buffer != NULL;
-    w[1] = t->dtype;
-    w[2] = t->rank;
-    for (int32_t i = 0; i < t->rank && i < QATTN_MAX_RANK; ++i) {
-        w[3 + i] = t->shape[i];
-        w[3 + QATTN_MAX_RANK + i] = t->strides[i];
-    }
-    w[1] |= (int64_t)(t->offset % 16u) << 32;
-    return digest(h, w, sizeof w);
-}
-
-static uint64_t decode_layout(const qattn_decode_args *a) {
-    /* Not the page table (kv_indptr, kv_indices, kv_lens): its length
-     * changes every step while the plan stays valid. */
-    const qattn_tensor *ts[] = {&a->q, &a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale,
-                                &a->sinks, &a->o, &a->lse};
-    uint64_t h = DECODE_TAG ^ (uint64_t)(uint32_t)a->page_size;
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) h = fold_tensor(h, ts[i]);
-    return h;
-}
-
-static uint64_t mqa_layout(const qattn_mqa_logits_args *a) {
-    const qattn_tensor *ts[] = {&a->q, &a->k, &a->k_scale, &a->weights, &a->ks, &a->ke, &a->logits};
-    uint64_t h = MQA_TAG;
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) h = fold_tensor(h, ts[i]);
-    return h;
-}
-
-void qattn__seal_decode_plan(qattn_decode_plan *out, const qattn_decode_plan *p,
-                             const qattn_decode_args *a) {
-    /* memmove, not assignment: every byte the digest covers is copied. */
-    memmove(out, p, sizeof *out);
-    out->max_kv_len = a->max_kv_len;
-    out->args_layout = decode_layout(a);
-    out->integrity = decode_digest(out);
-}
-
-void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_logits_plan *p,
-                                 const qattn_mqa_logits_args *a) {
-    memmove(out, p, sizeof *out);
-    out->args_layout = mqa_layout(a);
-    out->integrity = mqa_digest(out);
-}
 
 /* QATTN_CHECK_INDICES=1: verify every slot/page index on the host before
  * launching. Off by default because it downloads the index tensors. */
@@ -215,19 +126,13 @@ static qattn_status check_owner(qattn_context *ctx, const qattn_tensor *ts, cons
     return QATTN_OK;
 }
 
-/* The checks every planned op shares once its plan matches its args: the
- * plan fits this device, the workspace is there, and the backend has the op
- * and can run this plan. `has_slot` is whether the op's entry point exists. */
-static qattn_status check_plan_launch(qattn_context *ctx, qattn_op op, const char *op_name,
-                                      const void *plan, const char *variant, uint32_t shared_bytes,
-                                      uint64_t workspace_bytes, int has_slot, qattn_buffer *workspace,
-                                      uint64_t workspace_offset, qattn_workspace *ws) {
+qattn_status qattn__check_plan_device(qattn_context *ctx, qattn_op op, const char *op_name,
+                                     const void *plan, const char *variant, uint32_t shared_bytes,
+                                     int has_slot) {
     if (shared_bytes > ctx->caps.max_shared_bytes)
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                            "plan: shared_bytes %u exceed this device's %u (plan made for another device?)",
                            (unsigned)shared_bytes, (unsigned)ctx->caps.max_shared_bytes);
-    qattn_status s = resolve_workspace(ctx, workspace_bytes, workspace, workspace_offset, ws);
-    if (s != QATTN_OK) return s;
     if (!has_slot)
         return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "%s: the %s backend has no %s op", op_name,
                            ctx->iface->name, op_name);
@@ -235,6 +140,18 @@ static qattn_status check_plan_launch(qattn_context *ctx, qattn_op op, const cha
         return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "%s: %s cannot run variant %s", op_name,
                            ctx->caps.arch, variant);
     return QATTN_OK;
+}
+
+/* The checks every planned op shares once its plan matches its args: the
+ * plan fits this device and the backend can run it, and the workspace is
+ * there. `has_slot` is whether the op's entry point exists. */
+static qattn_status check_plan_launch(qattn_context *ctx, qattn_op op, const char *op_name,
+                                      const void *plan, const char *variant, uint32_t shared_bytes,
+                                      uint64_t workspace_bytes, int has_slot, qattn_buffer *workspace,
+                                      uint64_t workspace_offset, qattn_workspace *ws) {
+    qattn_status s = qattn__check_plan_device(ctx, op, op_name, plan, variant, shared_bytes, has_slot);
+    if (s != QATTN_OK) return s;
+    return resolve_workspace(ctx, workspace_bytes, workspace, workspace_offset, ws);
 }
 
 qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
@@ -251,10 +168,7 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                                  "kv_indices", "kv_lens", "sinks", "o", "lse"};
     if ((s = check_owner(ctx, ts, names, 11)) != QATTN_OK) return s;
     /* Before any field of the plan is trusted. */
-    if (plan->integrity != decode_digest(plan))
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                           "plan: its bytes changed after planning (integrity digest differs); "
-                           "make plans only with qattn_decode_plan_create or _compute");
+    if ((s = qattn__check_decode_sealed(ctx, plan)) != QATTN_OK) return s;
     if (plan->batch != args->q.shape[0] || plan->rows != args->q.shape[1] ||
         plan->q_heads != args->q.shape[2] || plan->head_dim != args->q.shape[3] ||
         plan->kv_heads != qattn__cache_heads(&args->k_cache) ||
@@ -264,7 +178,7 @@ qattn_status qattn_decode_run(qattn_context *ctx, const qattn_decode_plan *plan,
                            "plan: made for B=%d R=%d Hq=%d Hkv=%d D=%d %s, args differ",
                            (int)plan->batch, (int)plan->rows, (int)plan->q_heads, (int)plan->kv_heads,
                            (int)plan->head_dim, qattn_dtype_name(plan->kv_dtype));
-    if (plan->args_layout != decode_layout(args))
+    if (plan->args_layout != qattn__decode_args_layout(args))
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                            "args: a dtype, stride, shape or 16-byte alignment of q, the caches, "
                            "scales, sinks, o or lse (or page_size) differs from what the plan was "
@@ -322,10 +236,7 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
     const char *const names[] = {"q", "k", "k_scale", "weights", "ks", "ke", "logits"};
     if ((s = check_owner(ctx, ts, names, 7)) != QATTN_OK) return s;
     /* Before any field of the plan is trusted. */
-    if (plan->integrity != mqa_digest(plan))
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                           "plan: its bytes changed after planning (integrity digest differs); "
-                           "make plans only with qattn_mqa_logits_plan_create or _compute");
+    if ((s = qattn__check_mqa_sealed(ctx, plan)) != QATTN_OK) return s;
     if (plan->rows != args->q.shape[0] || plan->heads != args->q.shape[1] ||
         plan->head_dim != args->q.shape[2] || plan->kv_len != args->k.shape[0] ||
         plan->q_dtype != args->q.dtype || plan->k_dtype != args->k.dtype)
@@ -333,7 +244,7 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
                            "plan: made for S=%d S_kv=%d H=%d D=%d q %s k %s, args differ",
                            (int)plan->rows, (int)plan->kv_len, (int)plan->heads, (int)plan->head_dim,
                            qattn_dtype_name(plan->q_dtype), qattn_dtype_name(plan->k_dtype));
-    if (plan->args_layout != mqa_layout(args))
+    if (plan->args_layout != qattn__mqa_args_layout(args))
         return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                            "args: a dtype, stride, shape or 16-byte alignment of a tensor differs "
                            "from what the plan was made for (the kernels' index width depends on "
@@ -347,19 +258,5 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
     s = ctx->iface->mqa_logits(ctx->be, plan, args, &ws);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_logits_run");
     ctx->ops_run = 1;
-    return QATTN_OK;
-}
-
-qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx, const qattn_mqa_logits_plan *plan,
-                                      double *tflops) {
-    if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
-    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
-    if (!tflops) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "tflops: NULL");
-    *tflops = 0.0;
-    if (!ctx->iface->mqa_matrix_ceiling)
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "qattn_mqa_matrix_ceiling: the %s backend has none",
-                           ctx->iface->name);
-    qattn_status s = ctx->iface->mqa_matrix_ceiling(ctx->be, plan, tflops);
-    if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_matrix_ceiling");
     return QATTN_OK;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "parity_common.h"
+#include "qattn/experimental.h"
 
 typedef struct read_case {
     uint64_t words;  /* 16-byte words read */

@@ -88,16 +88,20 @@ struct qattn_backend_iface {
     qattn_status (*synchronize)(void *be);
     /* Optional. Device time of the last op call in ms; NULL: unsupported. */
     qattn_status (*last_op_time_ms)(void *be, double *ms);
-    /* Optional. qattn_read_stream: arguments checked by the core; adds the
-     * word sum of src's range to the u32 at `sum`, timed as an op. NULL:
-     * QATTN_ERR_UNSUPPORTED. */
-    qattn_status (*read_stream)(void *be, void *src, uint64_t offset, uint64_t bytes,
-                                void *sum, uint64_t sum_offset);
     /* Optional. Text of the backend's last failure (e.g. validation-layer
      * messages); copied into the context's last error. NULL: none. */
     const char *(*last_message)(void *be);
-    /* Optional. The matrix-unit rate (TFLOP/s) of a GEMM with the tile
-     * shape of a coopmat MQA logits plan; NULL: unsupported. */
+
+    /* ---- experimental slots: the measurement ops of qattn/experimental.h.
+     * All optional (NULL: the call returns QATTN_ERR_UNSUPPORTED), outside
+     * any stability promise; new ones are added at the end. */
+    /* qattn_read_stream: arguments checked by the core; adds the word sum of
+     * src's range to the u32 at `sum`, timed as an op. */
+    qattn_status (*read_stream)(void *be, void *src, uint64_t offset, uint64_t bytes,
+                                void *sum, uint64_t sum_offset);
+    /* qattn_mqa_matrix_ceiling: the matrix-unit rate (TFLOP/s) of a GEMM
+     * with the tile shape of a coopmat MQA logits plan; the plan is sealed
+     * and supports_op accepted it. */
     qattn_status (*mqa_matrix_ceiling)(void *be, const qattn_mqa_logits_plan *plan, double *tflops);
 };
 

@@ -509,30 +509,8 @@ QATTN_API qattn_status qattn_mqa_logits_run(qattn_context *ctx,
                                             const qattn_mqa_logits_args *args,
                                             qattn_buffer *workspace,
                                             uint64_t workspace_offset);
-/** The cooperative-matrix rate the device gives the tile shape of `plan` (a
- *  coopmat plan), in TFLOP/s: a GEMM kernel with the plan's subgroups,
- *  m-tiles of q, KV tile, head dim and matrix shape, operands in registers
- *  and shared memory only. The ceiling that plan's kernel is measured
- *  against. QATTN_ERR_UNSUPPORTED where the backend has no such kernel. */
-QATTN_API qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx,
-                                                const qattn_mqa_logits_plan *plan,
-                                                double *tflops);
-
-/* ---- device read bandwidth ------------------------------------------ */
-/** Reads bytes [offset, offset + bytes) of `src` once with the backend's
- *  streaming-read kernel (wide loads, several in flight per lane, enough
- *  workgroups to fill the device) and adds, modulo 2^32, the sum of its
- *  little-endian 32-bit words to the u32 at byte `sum_offset` of `sum`.
- *  The sum makes the reads observable and checkable; the op exists to be
- *  timed: qattn_last_op_time_ms gives its device time, and bytes over that
- *  time is the read bandwidth an op on this backend can reach, the ceiling
- *  qattn-bench reports decode against.
- *  Rules: bytes > 0 and offset multiples of 16, bytes / 16 < 2^31,
- *  sum_offset a multiple of 4, both ranges inside their buffers.
- *  Returns QATTN_ERR_UNSUPPORTED on a backend without the kernel. */
-QATTN_API qattn_status qattn_read_stream(qattn_context *ctx, const qattn_buffer *src,
-                                         uint64_t offset, uint64_t bytes, qattn_buffer *sum,
-                                         uint64_t sum_offset);
+/* Measurement ops (qattn_read_stream, qattn_mqa_matrix_ceiling) are in
+ * qattn/experimental.h, outside this header's stability promise. */
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,11 @@
-/* qattn_read_stream: the streaming-read op every backend may offer, so a
- * caller (qattn-bench) can measure the read bandwidth reachable through that
- * backend and hold the attention ops against it. The core checks every
- * argument; the backend slot only reads and sums. */
+/* The measurement ops of qattn/experimental.h. Each exists so a caller
+ * (qattn-bench) can measure a ceiling reachable through a backend and hold
+ * the attention ops against it. The core checks every argument (a plan as
+ * every plan consumer does); the backend slots only measure. */
 #include <inttypes.h>
 
 #include "internal.h"
+#include "qattn/experimental.h"
 
 static qattn_status check_buffer(qattn_context *ctx, const qattn_buffer *b, const char *name,
                                  uint64_t offset, uint64_t bytes) {
@@ -43,5 +44,22 @@ qattn_status qattn_read_stream(qattn_context *ctx, const qattn_buffer *src, uint
     s = ctx->iface->read_stream(ctx->be, src->handle, offset, bytes, sum->handle, sum_offset);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_read_stream");
     ctx->ops_run = 1;
+    return QATTN_OK;
+}
+
+qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx, const qattn_mqa_logits_plan *plan,
+                                      double *tflops) {
+    if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!tflops) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "tflops: NULL");
+    *tflops = 0.0;
+    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    qattn_status s = qattn__check_mqa_sealed(ctx, plan);
+    if (s == QATTN_OK)
+        s = qattn__check_plan_device(ctx, QATTN_OP_MQA_LOGITS, "qattn_mqa_matrix_ceiling", plan,
+                                     qattn_mqa_variant_name(plan->variant), plan->shared_bytes,
+                                     ctx->iface->mqa_matrix_ceiling != NULL);
+    if (s != QATTN_OK) return s;
+    s = ctx->iface->mqa_matrix_ceiling(ctx->be, plan, tflops);
+    if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_matrix_ceiling");
     return QATTN_OK;
 }

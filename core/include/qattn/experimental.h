@@ -1,0 +1,64 @@
+/*
+ * qattn experimental API: measurement ops for qattn-bench and tuning tools.
+ *
+ * NO STABILITY PROMISE. Everything declared here may change its signature,
+ * its meaning or disappear in any release, patch releases included, and is
+ * outside QATTN_BACKEND_ABI and the soname's promise. An inference engine
+ * needs none of it: qattn/qattn.h holds everything an engine calls, and a
+ * program that includes only that header cannot come to depend on this one.
+ * Including this header is the opt-in (as zstd keeps its unstable calls
+ * behind ZSTD_STATIC_LINKING_ONLY).
+ *
+ * What lives here: ops that exist to be timed against the attention ops
+ * (device ceilings), not to compute anything an engine uses. Each follows
+ * the rules of qattn/qattn.h (status, last error naming the argument, bad
+ * input writes nothing) and has an optional backend slot in the
+ * "experimental slots" of qattn/backend.h; without it the call returns
+ * QATTN_ERR_UNSUPPORTED. A new measurement op adds its declaration below in
+ * a section of its own and its slot at the end of those slots.
+ */
+#ifndef QATTN_EXPERIMENTAL_H
+#define QATTN_EXPERIMENTAL_H
+
+#include <stdint.h>
+
+#include "qattn/qattn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- device read bandwidth ------------------------------------------ */
+/** Reads bytes [offset, offset + bytes) of `src` once with the backend's
+ *  streaming-read kernel (wide loads, several in flight per lane, enough
+ *  workgroups to fill the device) and adds, modulo 2^32, the sum of its
+ *  little-endian 32-bit words to the u32 at byte `sum_offset` of `sum`.
+ *  The sum makes the reads observable and checkable; the op exists to be
+ *  timed: qattn_last_op_time_ms gives its device time, and bytes over that
+ *  time is the read bandwidth an op on this backend can reach, the ceiling
+ *  qattn-bench reports decode against.
+ *  Rules: bytes > 0 and offset multiples of 16, bytes / 16 < 2^31,
+ *  sum_offset a multiple of 4, both ranges inside their buffers.
+ *  Returns QATTN_ERR_UNSUPPORTED on a backend without the kernel. */
+QATTN_API qattn_status qattn_read_stream(qattn_context *ctx, const qattn_buffer *src,
+                                         uint64_t offset, uint64_t bytes, qattn_buffer *sum,
+                                         uint64_t sum_offset);
+
+/* ---- MQA logits matrix ceiling -------------------------------------- */
+/** The cooperative-matrix rate the device gives the tile shape of `plan` (a
+ *  coopmat plan made by qattn_mqa_logits_plan_create or _compute), in
+ *  TFLOP/s: a GEMM kernel with the plan's subgroups, m-tiles of q, KV tile,
+ *  head dim and matrix shape, operands in registers and shared memory only.
+ *  The ceiling that plan's kernel is measured against. The plan is checked
+ *  as qattn_mqa_logits_run checks it (integrity digest, fits this device,
+ *  the backend runs its variant) before anything launches; *tflops is 0 on
+ *  failure. QATTN_ERR_UNSUPPORTED where the backend has no such kernel or
+ *  the plan is not a coopmat plan. */
+QATTN_API qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx,
+                                                const qattn_mqa_logits_plan *plan,
+                                                double *tflops);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* QATTN_EXPERIMENTAL_H */
