@@ -46,6 +46,7 @@ static const qattn_backend_iface VULKAN_IFACE = {
     .synchronize = qattn_vk_synchronize,
     .last_op_time_ms = qattn_vk_last_op_time_ms,
     .read_stream = qattn_vk_read_stream,
+    .decode_read = qattn_vk_decode_read,
     .last_message = vk_last_message,
 };
 

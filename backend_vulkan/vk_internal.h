@@ -298,6 +298,8 @@ qattn_status qattn_vk_last_op_time_ms(void *be, double *ms);
 qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qattn_decode_args *args,
                              const qattn_workspace *ws);
 qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *args);
+/* qattn_decode_read (vk_bandwidth.c). */
+qattn_status qattn_vk_decode_read(void *be, const qattn_decode_args *a, void *sum, uint64_t sum_offset);
 /* qattn_read_stream (vk_bandwidth.c). */
 qattn_status qattn_vk_read_stream(void *be, void *src, uint64_t offset, uint64_t bytes, void *sum,
                                   uint64_t sum_offset);

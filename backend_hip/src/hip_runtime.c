@@ -467,6 +467,7 @@ static const qattn_backend_iface qh_iface = {
     .synchronize = qh_synchronize,
     .last_op_time_ms = qh_last_op_time_ms,
     .read_stream = qh_read_stream,
+    .decode_read = qh_decode_read,
     .last_message = qh_last_message,
 };
 

@@ -167,6 +167,8 @@ static inline void *qattn__host_ptr(const qattn_tensor *t) {
  * validated. */
 qattn_status qattn__ref_decode(const qattn_decode_args *a);
 qattn_status qattn__ref_kv_store(const qattn_kv_store_args *a);
+/* qattn_decode_read: adds the word sum of what decode reads to *sum. */
+qattn_status qattn__ref_decode_read(const qattn_decode_args *a, uint32_t *sum);
 qattn_status qattn__ref_mqa_logits(const qattn_mqa_logits_args *a);
 
 /* Records a backend failure (with the backend's own message) on ctx. */

@@ -103,6 +103,11 @@ struct qattn_backend_iface {
      * with the tile shape of a coopmat MQA logits plan; the plan is sealed
      * and supports_op accepted it. */
     qattn_status (*mqa_matrix_ceiling)(void *be, const qattn_mqa_logits_plan *plan, double *tflops);
+    /* qattn_decode_read: arguments checked by the core (a valid decode call
+     * whose cache rows, page, row and head strides are 16-byte multiples);
+     * reads what qattn_decode_run reads for `args` and adds its word sum to
+     * the u32 at `sum`, timed as an op. */
+    qattn_status (*decode_read)(void *be, const qattn_decode_args *args, void *sum, uint64_t sum_offset);
 };
 
 /* ---- for backend libraries' own public calls (e.g. qattn/vulkan.h) ----- */
