@@ -30,10 +30,11 @@ layout(local_size_x_id = 0) in;
 
 layout(push_constant, std430) uniform Push {
     uint64_t q, k, v, ks, vs, indptr, indices, lens, sum;
-    int64_t k_ps, v_ps, ks_ps, vs_ps;    // page strides (elements)
-    int64_t k_hs, v_hs, ks_hs, vs_hs;    // head strides
+    // the caches' views (qattn_cache_kernel_view), in the order k_cache,
+    // v_cache, k_scale, v_scale
+    int64_t page_stride[4], head_stride[4];
     int64_t n_slots;                     // slots inside all four tensors
-    uint k_rs, v_rs, ks_rs, vs_rs;       // row-in-page strides
+    uint row_stride[4];
     int q_sb, q_sr, q_sh;
     int indptr_s, indices_s, lens_s, n_indices;
     int page_size, window_left, R, G;    // G: q heads per kv head
@@ -62,10 +63,10 @@ void main() {
     const uint rw = uint(pc.row_words), kps = WG / rw;
     const uint key = tid / rw, chunk = tid % rw;
     const bool lane_on = key < kps;
-    const uint64_t kh = pc.k + uint64_t(int64_t(g) * pc.k_hs) * uint(pc.es) + chunk * 16u;
-    const uint64_t vh = pc.v + uint64_t(int64_t(g) * pc.v_hs) * uint(pc.es) + chunk * 16u;
-    const uint64_t ksh = pc.ks + uint64_t(int64_t(g) * pc.ks_hs) * 4u;
-    const uint64_t vsh = pc.vs + uint64_t(int64_t(g) * pc.vs_hs) * 4u;
+    const uint64_t kh = pc.k + uint64_t(int64_t(g) * pc.head_stride[0]) * uint(pc.es) + chunk * 16u;
+    const uint64_t vh = pc.v + uint64_t(int64_t(g) * pc.head_stride[1]) * uint(pc.es) + chunk * 16u;
+    const uint64_t ksh = pc.ks + uint64_t(int64_t(g) * pc.head_stride[2]) * 4u;
+    const uint64_t vsh = pc.vs + uint64_t(int64_t(g) * pc.head_stride[3]) * 4u;
     const bool scales = pc.scaled != 0 && chunk == 0u;
     uvec4 acc = uvec4(0u);
     for (int base = k0; base < k1; base += int(kps) * LOADS) {
@@ -83,12 +84,12 @@ void main() {
             on[j] = on[j] && page >= 0 && int64_t(page) * pc.page_size + row < pc.n_slots;
             const int64_t pg = on[j] ? int64_t(page) : 0;
             const uint r = on[j] ? uint(row) : 0u;
-            rk[j] = RoU32x4(kh + uint64_t(pg * pc.k_ps + int64_t(r * pc.k_rs)) * uint(pc.es)).v[0];
-            rv[j] = RoU32x4(vh + uint64_t(pg * pc.v_ps + int64_t(r * pc.v_rs)) * uint(pc.es)).v[0];
+            rk[j] = RoU32x4(kh + uint64_t(pg * pc.page_stride[0] + int64_t(r * pc.row_stride[0])) * uint(pc.es)).v[0];
+            rv[j] = RoU32x4(vh + uint64_t(pg * pc.page_stride[1] + int64_t(r * pc.row_stride[1])) * uint(pc.es)).v[0];
             sk[j] = sv[j] = 0u;
             if (scales) {
-                sk[j] = RoU32(ksh + uint64_t(pg * pc.ks_ps + int64_t(r * pc.ks_rs)) * 4u).v[0];
-                sv[j] = RoU32(vsh + uint64_t(pg * pc.vs_ps + int64_t(r * pc.vs_rs)) * 4u).v[0];
+                sk[j] = RoU32(ksh + uint64_t(pg * pc.page_stride[2] + int64_t(r * pc.row_stride[2])) * 4u).v[0];
+                sv[j] = RoU32(vsh + uint64_t(pg * pc.page_stride[3] + int64_t(r * pc.row_stride[3])) * 4u).v[0];
             }
         }
         [[unroll]] for (int j = 0; j < LOADS; ++j)

@@ -31,12 +31,12 @@ typedef struct qh_read_params {
     QH_PTR(const int32_t) indptr;
     QH_PTR(const int32_t) indices;
     QH_PTR(const int32_t) lens;
-    int64_t k_ps, v_ps, ks_ps, vs_ps; /* page strides (elements) */
-    int64_t k_hs, v_hs, ks_hs, vs_hs; /* head strides */
+    /* views of k_cache, v_cache, k_scale, v_scale (qattn_cache_kernel_view) */
+    int64_t page_stride[4], head_stride[4];
     int64_t n_slots;
     uint32_t words;             /* 16-byte words (< 2^31, checked by the core) */
     uint32_t groups;            /* workgroups launched (kernels never read gridDim) */
-    uint32_t k_rs, v_rs, ks_rs, vs_rs; /* row-in-page strides */
+    uint32_t row_stride[4];
     int32_t q_sb, q_sr, q_sh, indptr_s, indices_s, lens_s, n_indices;
     int32_t page_size, window_left, R, G, D, row_words, es;
     int32_t keys_per_split, num_splits, scaled, pad_;

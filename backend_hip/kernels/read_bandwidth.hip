@@ -91,10 +91,10 @@ QH_KERNEL QH_LAUNCH_BOUNDS(QH_READ_WG) void qattn_decode_pattern_read(qh_read_pa
     const uint32_t rw = (uint32_t)p.row_words, kps = QH_READ_WG / rw;
     const uint32_t key = tid / rw, chunk = tid % rw;
     const bool lane_on = key < kps;
-    const uint8_t *kh = p.k + (uint64_t)((int64_t)g * p.k_hs) * (uint32_t)p.es + chunk * 16u;
-    const uint8_t *vh = p.v + (uint64_t)((int64_t)g * p.v_hs) * (uint32_t)p.es + chunk * 16u;
-    const uint32_t *ksh = p.scaled ? p.ks + (int64_t)g * p.ks_hs : nullptr;
-    const uint32_t *vsh = p.scaled ? p.vs + (int64_t)g * p.vs_hs : nullptr;
+    const uint8_t *kh = p.k + (uint64_t)((int64_t)g * p.head_stride[0]) * (uint32_t)p.es + chunk * 16u;
+    const uint8_t *vh = p.v + (uint64_t)((int64_t)g * p.head_stride[1]) * (uint32_t)p.es + chunk * 16u;
+    const uint32_t *ksh = p.scaled ? p.ks + (int64_t)g * p.head_stride[2] : nullptr;
+    const uint32_t *vsh = p.scaled ? p.vs + (int64_t)g * p.head_stride[3] : nullptr;
     const bool scales = p.scaled && chunk == 0;
     uint32_t acc = 0;
     for (int32_t base = k0; base < k1; base += (int32_t)kps * QH_DREAD_LOADS) {
@@ -113,12 +113,12 @@ QH_KERNEL QH_LAUNCH_BOUNDS(QH_READ_WG) void qattn_decode_pattern_read(qh_read_pa
             on[j] = on[j] && page >= 0 && (int64_t)page * p.page_size + row < p.n_slots;
             const int64_t pg = on[j] ? page : 0;
             const uint32_t r = on[j] ? (uint32_t)row : 0u;
-            rk[j] = *(const qh_u32x4 *)(kh + (uint64_t)(pg * p.k_ps + (int64_t)(r * p.k_rs)) * (uint32_t)p.es);
-            rv[j] = *(const qh_u32x4 *)(vh + (uint64_t)(pg * p.v_ps + (int64_t)(r * p.v_rs)) * (uint32_t)p.es);
+            rk[j] = *(const qh_u32x4 *)(kh + (uint64_t)(pg * p.page_stride[0] + (int64_t)(r * p.row_stride[0])) * (uint32_t)p.es);
+            rv[j] = *(const qh_u32x4 *)(vh + (uint64_t)(pg * p.page_stride[1] + (int64_t)(r * p.row_stride[1])) * (uint32_t)p.es);
             sk[j] = sv[j] = 0u;
             if (scales) {
-                sk[j] = ksh[pg * p.ks_ps + (int64_t)(r * p.ks_rs)];
-                sv[j] = vsh[pg * p.vs_ps + (int64_t)(r * p.vs_rs)];
+                sk[j] = ksh[pg * p.page_stride[2] + (int64_t)(r * p.row_stride[2])];
+                sv[j] = vsh[pg * p.page_stride[3] + (int64_t)(r * p.row_stride[3])];
             }
         }
 #pragma unroll

@@ -52,19 +52,8 @@ qattn_status qh_decode_read(void *vbe, const qattn_decode_args *a, void *sum, ui
     p.indices = qh_addr(&a->kv_indices);
     p.lens = qh_addr(&a->kv_lens);
     const qattn_decode_cache_views cv = qattn_decode_cache_views_of(a);
-    p.k_ps = cv.k.page_stride;
-    p.v_ps = cv.v.page_stride;
-    p.ks_ps = cv.ks.page_stride;
-    p.vs_ps = cv.vs.page_stride;
-    p.k_hs = cv.k.head_stride;
-    p.v_hs = cv.v.head_stride;
-    p.ks_hs = cv.ks.head_stride;
-    p.vs_hs = cv.vs.head_stride;
+    qattn_decode_cache_views_arrays(&cv, p.page_stride, p.head_stride, p.row_stride);
     p.n_slots = cv.n_slots;
-    p.k_rs = cv.k.row_stride;
-    p.v_rs = cv.v.row_stride;
-    p.ks_rs = cv.ks.row_stride;
-    p.vs_rs = cv.vs.row_stride;
     p.q_sb = qattn_stride32(&a->q, 0);
     p.q_sr = qattn_stride32(&a->q, 1);
     p.q_sh = qattn_stride32(&a->q, 2);
@@ -72,35 +61,23 @@ qattn_status qh_decode_read(void *vbe, const qattn_decode_args *a, void *sum, ui
     p.indices_s = qattn_stride32(&a->kv_indices, 0);
     p.lens_s = qattn_stride32(&a->kv_lens, 0);
     p.n_indices = (int32_t)a->kv_indices.shape[0];
-    const int32_t B = (int32_t)a->q.shape[0], Hkv = (int32_t)a->k_cache.shape[a->k_cache.rank - 2];
+    const uint32_t cus = be->caps.compute_units > 0 ? (uint32_t)be->caps.compute_units : READ_DEFAULT_CUS;
+    const qattn_decode_read_launch l = qattn_decode_read_launch_of(a, cus, QH_READ_WG, QH_DREAD_LOADS,
+                                                                   READ_GROUPS_PER_CU);
+    const unsigned B = (unsigned)a->q.shape[0], Hkv = (unsigned)a->k_cache.shape[a->k_cache.rank - 2];
     p.page_size = a->page_size;
     p.window_left = a->window_left;
     p.R = (int32_t)a->q.shape[1];
-    p.G = (int32_t)a->q.shape[2] / Hkv;
+    p.G = l.q_heads_per_kv;
     p.D = (int32_t)a->q.shape[3];
     p.es = (int32_t)qattn_dtype_size(a->k_cache.dtype);
-    p.row_words = p.D * p.es / 16;
+    p.row_words = l.row_words;
+    p.keys_per_split = l.keys_per_split;
+    p.num_splits = l.splits;
     p.scaled = qattn_tensor_present(&a->k_scale);
-    /* Splits: about READ_GROUPS_PER_CU workgroups per CU over the (kv head,
-     * request) pairs, each a whole number of steps of keys (as
-     * backend_vulkan/vk_bandwidth.c). */
-    const uint32_t cus = be->caps.compute_units > 0 ? (uint32_t)be->caps.compute_units : READ_DEFAULT_CUS;
-    const int64_t pairs = (int64_t)B * Hkv, want = (int64_t)cus * READ_GROUPS_PER_CU;
-    int64_t keys = a->max_kv_len;
-    if (a->window_left >= 0 && keys > (int64_t)a->window_left + p.R) keys = (int64_t)a->window_left + p.R;
-    const int64_t step = (int64_t)(QH_READ_WG / p.row_words) * QH_DREAD_LOADS;
-    int64_t splits = (want + pairs - 1) / pairs;
-    const int64_t most = (keys + step - 1) / step;
-    if (splits > most) splits = most;
-    if (splits < 1) splits = 1;
-    int64_t per = (keys + splits - 1) / splits;
-    per = (per + step - 1) / step * step;
-    p.keys_per_split = (int32_t)(per > 0 ? per : step);
-    p.num_splits = (int32_t)splits;
     qattn_status s = qh_op_begin(be);
     if (s == QATTN_OK)
-        s = qh_launch(be, QH_K_qattn_decode_pattern_read, (unsigned)splits, (unsigned)Hkv, (unsigned)B, QH_READ_WG, &p,
-                      "decode_read");
+        s = qh_launch(be, QH_K_qattn_decode_pattern_read, (unsigned)l.splits, Hkv, B, QH_READ_WG, &p, "decode_read");
     if (s == QATTN_OK) s = qh_op_end(be);
     return s;
 }

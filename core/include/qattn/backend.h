@@ -226,6 +226,53 @@ static inline qattn_decode_cache_views qattn_decode_cache_views_of(const qattn_d
     return r;
 }
 
+/** The views of qattn_decode_cache_views as arrays in the order k_cache,
+ *  v_cache, k_scale, v_scale, for kernel parameters that hold them so. */
+static inline void qattn_decode_cache_views_arrays(const qattn_decode_cache_views *v, int64_t page_stride[4],
+                                                   int64_t head_stride[4], uint32_t row_stride[4]) {
+    const qattn_cache_kernel_view *w[4] = {&v->k, &v->v, &v->ks, &v->vs};
+    for (int i = 0; i < 4; ++i) {
+        page_stride[i] = w[i]->page_stride;
+        head_stride[i] = w[i]->head_stride;
+        row_stride[i] = w[i]->row_stride;
+    }
+}
+
+/** The launch of qattn_decode_read (qattn/experimental.h), the same on
+ *  every GPU backend: workgroups of `wg` lanes over (split, kv head,
+ *  request), `groups_per_cu` of them per compute unit; a lane reads one
+ *  16-byte chunk of a key's K and V rows (row_words per row), `loads` keys
+ *  in flight; each split a whole number of steps of keys over the visible
+ *  range of max_kv_len (the last split runs to the request's end). */
+typedef struct qattn_decode_read_launch {
+    int32_t splits, keys_per_split;
+    int32_t row_words;      /* 16-byte chunks per K or V row */
+    int32_t q_heads_per_kv; /* G */
+} qattn_decode_read_launch;
+
+static inline qattn_decode_read_launch qattn_decode_read_launch_of(const qattn_decode_args *a, uint32_t compute_units,
+                                                                   uint32_t wg, uint32_t loads,
+                                                                   uint32_t groups_per_cu) {
+    qattn_decode_read_launch l;
+    const int64_t B = a->q.shape[0], R = a->q.shape[1], Hkv = a->k_cache.shape[a->k_cache.rank - 2];
+    const int64_t D = a->q.shape[3], es = (int64_t)qattn_dtype_size(a->k_cache.dtype);
+    l.row_words = (int32_t)(D * es / 16);
+    l.q_heads_per_kv = (int32_t)(a->q.shape[2] / Hkv);
+    const int64_t want = (int64_t)compute_units * groups_per_cu, pairs = B * Hkv;
+    int64_t keys = a->max_kv_len;
+    if (a->window_left >= 0 && keys > (int64_t)a->window_left + R) keys = (int64_t)a->window_left + R;
+    const int64_t step = (int64_t)(wg / (uint32_t)l.row_words) * loads;
+    int64_t splits = (want + pairs - 1) / pairs;
+    const int64_t most = (keys + step - 1) / step;
+    if (splits > most) splits = most;
+    if (splits < 1) splits = 1;
+    int64_t per = (keys + splits - 1) / splits;
+    per = (per + step - 1) / step * step;
+    l.splits = (int32_t)splits;
+    l.keys_per_split = (int32_t)(per > 0 ? per : step);
+    return l;
+}
+
 #ifdef __cplusplus
 }
 #endif
