@@ -78,15 +78,17 @@ typedef struct qh_decode_params {
     QH_PTR(const float) sinks;
     QH_PTR(uint16_t) o;
     QH_PTR(float) lse;
-    /* The views (qattn_cache_kernel_view, filled from
-     * qattn_decode_cache_views_of) of K, V and their scales: key row `row`
-     * of page `page` of kv head g starts at (int64)g * hs + (int64)page * ps
-     * + (uint32)(row * rs) elements: head and page bases in 64 bits (a cache
-     * may span more than 2^32 elements), the offset inside a page in 32
-     * (the core keeps it below 2^31). */
-    int64_t k_ps, v_ps, ks_ps, vs_ps; /* page strides */
-    int64_t k_hs, v_hs, ks_hs, vs_hs; /* head strides */
-    uint32_t k_rs, v_rs, ks_rs, vs_rs; /* row-in-page strides */
+    /* The views of K, V and their scales (from qattn_decode_cache_views_of):
+     * key row `row` of page `page` starts at page * ps + row * rs elements
+     * from the head row, head g's row at g * hs. This kernel forms them in
+     * unsigned 32-bit arithmetic, exact while a cache spans fewer than 2^32
+     * elements; the 64-bit page and head strides of qattn_cache_kernel_view
+     * (for caches of any size) reach a kernel that forms its bases in 64
+     * bits. Kept 32-bit here: 64-bit fields cost the gfx942 matrix kernels
+     * SGPR spills. */
+    uint32_t k_ps, v_ps, ks_ps, vs_ps;
+    uint32_t k_rs, k_hs, v_rs, v_hs; /* row-in-page and head strides */
+    uint32_t ks_rs, ks_hs, vs_rs, vs_hs;
     int32_t n_slots;               /* slots inside all four cache tensors */
     int32_t pad0_;
     int32_t q_sb, q_sr, q_sh;

@@ -63,15 +63,17 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
     p.sinks = qh_addr(&a->sinks);
     p.o = qh_addr(&a->o);
     p.lse = qh_addr(&a->lse);
+    /* 32-bit fields (qh_params.h): this kernel's offsets wrap past 2^32
+     * elements */
     const qattn_decode_cache_views cv = qattn_decode_cache_views_of(a);
-    p.k_ps = cv.k.page_stride;
-    p.v_ps = cv.v.page_stride;
-    p.ks_ps = cv.ks.page_stride;
-    p.vs_ps = cv.vs.page_stride;
-    p.k_hs = cv.k.head_stride;
-    p.v_hs = cv.v.head_stride;
-    p.ks_hs = cv.ks.head_stride;
-    p.vs_hs = cv.vs.head_stride;
+    p.k_ps = (uint32_t)cv.k.page_stride;
+    p.v_ps = (uint32_t)cv.v.page_stride;
+    p.ks_ps = (uint32_t)cv.ks.page_stride;
+    p.vs_ps = (uint32_t)cv.vs.page_stride;
+    p.k_hs = (uint32_t)cv.k.head_stride;
+    p.v_hs = (uint32_t)cv.v.head_stride;
+    p.ks_hs = (uint32_t)cv.ks.head_stride;
+    p.vs_hs = (uint32_t)cv.vs.head_stride;
     p.k_rs = cv.k.row_stride;
     p.v_rs = cv.v.row_stride;
     p.ks_rs = cv.ks.row_stride;
