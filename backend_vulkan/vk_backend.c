@@ -46,6 +46,7 @@ static const qattn_backend_iface VULKAN_IFACE = {
     .last_message = vk_last_message,
     .read_stream = qattn_vk_read_stream,
     .mqa_matrix_ceiling = qattn_vk_mqa_ceiling,
+    .decode_read = qattn_vk_decode_read,
 };
 
 const qattn_backend_iface *qattn_backend_vulkan(void) { return &VULKAN_IFACE; }

@@ -84,11 +84,23 @@ qattn_status qattn_vk_buffer_alloc(void *be, uint64_t bytes, void **handle) {
     /* Messages of an earlier call are not this one's to report or ignore. */
     qattn_status s = qattn_vk_check_messages(vk, "before qattn_buffer_alloc");
     if (s != QATTN_OK) return s;
+    if (bytes > vk->max_buffer_bytes)
+        return qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY,
+                             "bytes: %llu exceed the device's maxBufferSize of %llu bytes (%s)",
+                             (unsigned long long)bytes, (unsigned long long)vk->max_buffer_bytes,
+                             vk->props.deviceName);
     qattn_vk_buffer *b = calloc(1, sizeof *b);
     if (!b) return qattn_vk_fail(vk, QATTN_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
     s = make_buffer(vk, bytes, DEVICE_USAGE, vk->mem_device, 1, &b->buffer, &b->memory);
     if (s != QATTN_OK) {
         free(b);
+        if (bytes > vk->max_allocation_bytes) {
+            /* The driver's own text first, then the likely reason. */
+            size_t used = strlen(vk->message);
+            snprintf(vk->message + used, sizeof vk->message - used,
+                     " (bytes: %llu exceed the device's maxMemoryAllocationSize of %llu)",
+                     (unsigned long long)bytes, (unsigned long long)vk->max_allocation_bytes);
+        }
         return fail_drained(vk, s);
     }
     b->bytes = bytes;

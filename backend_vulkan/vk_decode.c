@@ -12,8 +12,8 @@
 /* Mirrors the push block in shaders/common_tiled.glsl (std430). */
 typedef struct tiled_push {
     uint64_t q, k, v, ks, vs, indptr, indices, lens, ws_o, ws_ml;
-    int64_t k_ps, v_ps, ks_ps, vs_ps, n_slots;
-    int32_t k_rs, k_hs, v_rs, v_hs, ks_rs, ks_hs, vs_rs, vs_hs;
+    int64_t k_ps, v_ps, ks_ps, vs_ps, k_hs, v_hs, ks_hs, vs_hs, n_slots;
+    uint32_t k_rs, v_rs, ks_rs, vs_rs;
     int32_t q_sb, q_sr, q_sh;
     int32_t indptr_s, indices_s, lens_s, n_indices;
     int32_t hq, hkv, page_size, window_left;
@@ -113,19 +113,6 @@ int qattn_vk_decode_supports(qattn_vk *vk, const qattn_decode_plan *plan) {
     return 1;
 }
 
-/* A cache (is_scale 0) or scale tensor's view into the push block: its page
- * stride, its row and head strides as the kernel's int32 fields, and the
- * slot count lowered to what this tensor holds (a slot must be inside all
- * four tensors). */
-static void put_view(const qattn_tensor *t, int is_scale, int32_t page_size, int64_t *ps, int32_t *rs,
-                     int32_t *hs, int64_t *n_slots) {
-    const qattn_cache_view v = qattn_cache_view_of(t, is_scale, page_size);
-    *ps = v.page_stride;
-    *rs = (int32_t)v.row_stride;
-    *hs = (int32_t)v.head_stride;
-    if (v.n_slots < *n_slots) *n_slots = v.n_slots;
-}
-
 qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qattn_decode_args *a,
                              const qattn_workspace *ws) {
     qattn_vk *vk = (qattn_vk *)be;
@@ -149,13 +136,20 @@ qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qatt
     p.lens = qattn_vk_addr(&a->kv_lens);
     p.ws_o = qattn_vk_ws_addr(ws, plan->partial_o_offset);
     p.ws_ml = qattn_vk_ws_addr(ws, plan->partial_ml_offset);
-    p.n_slots = INT64_MAX;
-    put_view(&a->k_cache, 0, a->page_size, &p.k_ps, &p.k_rs, &p.k_hs, &p.n_slots);
-    put_view(&a->v_cache, 0, a->page_size, &p.v_ps, &p.v_rs, &p.v_hs, &p.n_slots);
-    if (qattn_tensor_present(&a->k_scale)) {
-        put_view(&a->k_scale, 1, a->page_size, &p.ks_ps, &p.ks_rs, &p.ks_hs, &p.n_slots);
-        put_view(&a->v_scale, 1, a->page_size, &p.vs_ps, &p.vs_rs, &p.vs_hs, &p.n_slots);
-    }
+    const qattn_decode_cache_views cv = qattn_decode_cache_views_of(a);
+    p.k_ps = cv.k.page_stride;
+    p.v_ps = cv.v.page_stride;
+    p.ks_ps = cv.ks.page_stride;
+    p.vs_ps = cv.vs.page_stride;
+    p.k_hs = cv.k.head_stride;
+    p.v_hs = cv.v.head_stride;
+    p.ks_hs = cv.ks.head_stride;
+    p.vs_hs = cv.vs.head_stride;
+    p.k_rs = cv.k.row_stride;
+    p.v_rs = cv.v.row_stride;
+    p.ks_rs = cv.ks.row_stride;
+    p.vs_rs = cv.vs.row_stride;
+    p.n_slots = cv.n_slots;
     p.q_sb = qattn_vk_stride(&a->q, 0);
     p.q_sr = qattn_vk_stride(&a->q, 1);
     p.q_sh = qattn_vk_stride(&a->q, 2);

@@ -150,6 +150,11 @@ typedef struct qattn_vk {
     int shared_instance;                /* instance is the process's shared one */
 
     VkPhysicalDeviceProperties props;
+    /* maxBufferSize (maintenance4): a larger buffer is refused.
+     * maxMemoryAllocationSize (maintenance3): a larger allocation is still
+     * tried (the spec lets it fail rather than forbids it; lavapipe and
+     * NVIDIA make them), and a failure names this limit. */
+    VkDeviceSize max_buffer_bytes, max_allocation_bytes;
     uint32_t mem_device;                /* memory type index: device-local */
     uint32_t mem_staging;               /* host-visible | host-coherent */
     int has_coopmat;                    /* VK_KHR_cooperative_matrix enabled */
@@ -354,6 +359,8 @@ qattn_status qattn_vk_last_op_time_ms(void *be, double *ms);
 qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qattn_decode_args *args,
                              const qattn_workspace *ws);
 qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *args);
+/* qattn_decode_read (vk_bandwidth.c). */
+qattn_status qattn_vk_decode_read(void *be, const qattn_decode_args *a, void *sum, uint64_t sum_offset);
 /* qattn_read_stream (vk_bandwidth.c). */
 qattn_status qattn_vk_read_stream(void *be, void *src, uint64_t offset, uint64_t bytes, void *sum,
                                   uint64_t sum_offset);

@@ -4,17 +4,29 @@
 
 #include "vk_internal.h"
 
-/* Mirrors the push block of kv_store.comp (std430). */
+/* Mirrors the push block of kv_store.comp (std430). Views per tensor in the
+ * order k_cache, v_cache, k_scale, v_scale (qattn_cache_kernel_view). */
 typedef struct kv_store_push {
     uint64_t src[2], cache[2], scale[2], slots;
+    int64_t page_stride[4], head_stride[4];
+    uint32_t page_rows[4], row_stride[4];
     int32_t src_stride[4];
-    uint32_t cache_view[8], scale_view[8]; /* per K, V: page_rows, page, row, head stride */
     int32_t slots_stride, head_dim, n_slots, pad_;
 } kv_store_push;
 
-/* Views (qattn_cache_view32_put with page size 1): the KV store addresses
- * by slot, so slots address pages of one row for a rank-3 tensor, of P rows
- * for a rank-4 one. */
+/* The view (qattn/backend.h) as the shader reads it: slots address pages of
+ * one row for a rank-3 tensor, of P rows for a rank-4 one. */
+static void put_view(kv_store_push *p, int i, const qattn_tensor *t, int is_scale) {
+    if (!t->buffer) {
+        p->page_rows[i] = 1; /* never read: bf16 caches have no scales */
+        return;
+    }
+    const qattn_cache_kernel_view v = qattn_cache_kernel_view_of(t, is_scale, 1);
+    p->page_rows[i] = (uint32_t)v.page_rows;
+    p->page_stride[i] = v.page_stride;
+    p->head_stride[i] = v.head_stride;
+    p->row_stride[i] = v.row_stride;
+}
 
 /* Threads per workgroup: covers D = 64 in one step and keeps 128/256 to two
  * or four; the row is tiny, so more threads would only idle. */
@@ -51,13 +63,13 @@ qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *a) {
         p.scale[w] = qattn_vk_addr(scale[w]);
         p.src_stride[2 * w] = qattn_vk_stride(src[w], 0);
         p.src_stride[2 * w + 1] = qattn_vk_stride(src[w], 1);
-        qattn_cache_view32_put(p.cache_view + 4 * w, cache[w], 0, 1);
-        qattn_cache_view32_put(p.scale_view + 4 * w, scale[w], 1, 1);
+        put_view(&p, w, cache[w], 0);
+        put_view(&p, 2 + w, scale[w], 1);
     }
     p.slots = qattn_vk_addr(&a->slot_mapping);
     p.slots_stride = qattn_vk_stride(&a->slot_mapping, 0);
     p.head_dim = (int32_t)a->k_new.shape[2];
-    p.n_slots = qattn_cache_view32_of(&a->k_cache, 0, 1).n_slots;
+    p.n_slots = qattn_cache_kernel_view_of(&a->k_cache, 0, 1).n_slots;
 
     const uint32_t spec[1] = {KV_STORE_WG};
     VkPipeline pipe;

@@ -184,13 +184,20 @@ qattn_status qattn_vk_read_caps(qattn_vk *vk, const qattn_vk_offer *o, const qat
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_2_AMD};
     VkPhysicalDeviceShaderCorePropertiesAMD amd1 = {
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+    VkPhysicalDeviceMaintenance3Properties m3 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceMaintenance4Properties m4 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     p2.pNext = &sgp;
     sgp.pNext = &p13;
-    void **ptail = &p13.pNext;
+    p13.pNext = &m3;
+    m3.pNext = &m4;
+    void **ptail = &m4.pNext;
     if (o->e_nvsm) { *ptail = &nvsm; ptail = &nvsm.pNext; }
     if (o->e_amdcore) { *ptail = &amd2; amd2.pNext = &amd1; ptail = &amd1.pNext; }
     vk->vki.vkGetPhysicalDeviceProperties2(vk->phys, &p2);
+
+    vk->max_buffer_bytes = m4.maxBufferSize;
+    vk->max_allocation_bytes = m3.maxMemoryAllocationSize;
 
     qattn_device_caps *c = &vk->caps;
     memset(c, 0, sizeof *c);

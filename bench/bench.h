@@ -29,6 +29,11 @@ typedef struct bench_result {
     int verified;          /* 1: sampled outputs matched the cpu reference */
     double worst_ratio;    /* worst |err| / tolerance among checked values */
     double ceiling_tflops; /* >0: the plan's matrix ceiling (bench_mqa.c) */
+    /* decode: qattn_decode_read over the same call (its own access pattern),
+     * median us with the same timer and rotation; 0 when not measured */
+    double pattern_us;
+    int pattern_verified;  /* 1: its word sum matched the host's */
+    char pattern_note[160]; /* why it was not measured or did not match */
     char timer[16];        /* "device" or "host" */
     char error[256];       /* non-empty: the preset failed to run */
 } bench_result;

@@ -8,13 +8,18 @@
 #include <string.h>
 
 #include "bench.h"
+#include "qattn/experimental.h"
 #include "test_rng.h"
 #include "tolerance.h"
 
 /* Copies of the cache the timed runs rotate through, so a cache smaller than
  * the GPU's last-level cache is read from memory, as in serving, not from a
- * cache warmed by the previous run. */
-enum { MAX_COPIES = 8 };
+ * cache warmed by the previous run: up to 16 copies over at least 256 MB,
+ * five times the H200's 50 MB L2 (a B1 8K preset, 17 MB, gets 16 copies,
+ * 272 MB), so each run's cache was last touched 15 runs and 255 MB before.
+ * Nothing is written between runs, so the device timer covers the op
+ * alone. */
+enum { MAX_COPIES = 16 };
 static const double ROTATE_BYTES = 256.0 * 1024 * 1024;
 
 typedef struct decode_launch {
@@ -24,17 +29,86 @@ typedef struct decode_launch {
     qattn_buffer *ws;
     int copies, next;
     qattn_buffer *kc[MAX_COPIES], *vc[MAX_COPIES], *ks[MAX_COPIES], *vs[MAX_COPIES];
+    qattn_buffer *sum; /* qattn_decode_read's word sum */
 } decode_launch;
 
-static qattn_status launch(void *p) {
-    decode_launch *l = p;
+static void rotate(decode_launch *l) {
     const int c = l->next;
     l->next = (c + 1) % l->copies;
     l->args.k_cache.buffer = l->kc[c];
     l->args.v_cache.buffer = l->vc[c];
     l->args.k_scale.buffer = l->ks[c];
     l->args.v_scale.buffer = l->vs[c];
+}
+
+static qattn_status launch(void *p) {
+    decode_launch *l = p;
+    rotate(l);
     return qattn_decode_run(l->ctx, &l->plan, &l->args, l->ws, 0);
+}
+
+/* Decode's own access pattern over the same call and rotation. */
+static qattn_status launch_read(void *p) {
+    decode_launch *l = p;
+    rotate(l);
+    return qattn_decode_read(l->ctx, &l->args, l->sum, 0);
+}
+
+static uint32_t words_sum(const void *p, size_t bytes) {
+    uint32_t s = 0, w;
+    for (size_t i = 0; i + 4 <= bytes; i += 4) {
+        memcpy(&w, (const char *)p + i, 4);
+        s += w;
+    }
+    return s;
+}
+
+/* What qattn_decode_read adds to its sum (qattn/experimental.h) for this
+ * preset's dense cache: K and V row words, scale bits of every visible key
+ * of every request and kv head, and q's bf16 elements. */
+static uint32_t pattern_sum(const bench_preset *p, const uint16_t *q, const void *kc, const void *vc,
+                            const float *ks, const float *vs, const int32_t *pages) {
+    const int B = p->batch, R = p->rows, Hkv = p->kv_heads, D = p->head_dim, L = p->keys, P = p->page_size;
+    const int ppr = (L + P - 1) / P;
+    const size_t row = (size_t)D * qattn_dtype_size(p->kv_dtype);
+    const int lo = p->window > 0 && L - R - p->window > 0 ? L - R - p->window : 0;
+    uint32_t s = 0;
+    for (int b = 0; b < B; ++b)
+        for (int k = lo; k < L; ++k) {
+            const size_t slot = (size_t)pages[(size_t)b * ppr + k / P] * P + k % P;
+            for (int g = 0; g < Hkv; ++g) {
+                const size_t at = slot * Hkv + g;
+                s += words_sum((const char *)kc + at * row, row) + words_sum((const char *)vc + at * row, row);
+                if (ks) s += words_sum(ks + at, 4) + words_sum(vs + at, 4);
+            }
+        }
+    const size_t qn = (size_t)B * R * p->q_heads * D;
+    for (size_t i = 0; i < qn; ++i) s += q[i];
+    return s;
+}
+
+/* Times qattn_decode_read over the launch's call: pattern_us, and whether
+ * its sum matched. A backend without the op leaves pattern_us 0. */
+static void time_pattern(decode_launch *l, const bench_config *cfg, uint32_t want, bench_result *res) {
+    const uint32_t zero = 0;
+    uint32_t got = 0;
+    qattn_status s = qattn_buffer_alloc(l->ctx, 4, &l->sum);
+    if (s == QATTN_OK) s = qattn_buffer_upload(l->ctx, l->sum, 0, &zero, 4);
+    if (s == QATTN_OK) s = launch_read(l);
+    if (s == QATTN_OK) s = qattn_buffer_download(l->ctx, l->sum, 0, &got, 4);
+    if (s != QATTN_OK) {
+        snprintf(res->pattern_note, sizeof res->pattern_note, "decode-pattern read: %s", qattn_last_error(l->ctx));
+        return;
+    }
+    res->pattern_verified = got == want;
+    if (!res->pattern_verified)
+        snprintf(res->pattern_note, sizeof res->pattern_note,
+                 "decode-pattern read: sum 0x%08x, the host's 0x%08x", (unsigned)got, (unsigned)want);
+    bench_result pr;
+    memset(&pr, 0, sizeof pr);
+    if (bench_time(l->ctx, launch_read, l, cfg, &pr) == 0) res->pattern_us = pr.median_us;
+    else snprintf(res->pattern_note, sizeof res->pattern_note, "decode-pattern read: %s", pr.error);
+    free(pr.samples_us);
 }
 
 /* Reference output of requests `reqs` on the cpu backend, over the same
@@ -232,6 +306,7 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
     res->bytes = bench_decode_bytes(p);
     res->flops = 4.0 * B * R * Hq * (double)L * D;
     rc = bench_time(ctx, launch, &l, cfg, res);
+    if (rc == 0) time_pattern(&l, cfg, pattern_sum(p, q, kc, vc, ks, vs, pages), res);
     if (threaded) pthread_join(th, NULL);
     if (!job.oref || job.rc != 0) {
         snprintf(res->error, sizeof res->error, "reference failed");
@@ -252,6 +327,7 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
 done:
     for (int i = 0; i < 10; ++i)
         if (i < 1 || i > 4) qattn_buffer_free(ctx, bufs[i]);
+    qattn_buffer_free(ctx, l.sum);
     for (int c = 0; c < MAX_COPIES; ++c) {
         qattn_buffer_free(ctx, l.kc[c]);
         qattn_buffer_free(ctx, l.vc[c]);

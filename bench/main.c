@@ -5,6 +5,9 @@
  * bandwidth of the device through the same backend (qattn_read_stream) and
  * reports each decode and KV-store preset as a share of it, and of the copy
  * rate given with --copy-gbps (the torch baseline's, from the same run).
+ * Each decode preset also times qattn_decode_read over the same call, the
+ * reads of its own access pattern alone, and prints its share of that
+ * (%pat: that read's time over the decode's).
  * `qattn-bench --help` lists the options.
  * --embed-record N and --pipeline-cache FILE (Vulkan, bench/bench_embed.c) measure
  * recorded command buffers and pipeline-cache reuse.
@@ -94,11 +97,12 @@ static void json_result(FILE *f, const bench_preset *p, const qattn_device_caps 
     fprintf(f, "%s\n  {\"preset\": \"%s\", \"op\": \"%s\", \"backend\": \"%s\", \"arch\": \"%s\", "
                "\"device\": \"%s\", \"variant\": \"%s\", \"splits\": %d, \"timer\": \"%s\", "
                "\"median_us\": %.3f, \"min_us\": %.3f, \"max_us\": %.3f, \"bytes\": %.0f, \"flops\": %.0f, "
-               "\"verified\": %s, \"worst_err_over_tol\": %.4g, \"ceiling_tflops\": %.3f, \"error\": \"%s\", ",
+               "\"verified\": %s, \"worst_err_over_tol\": %.4g, \"ceiling_tflops\": %.3f, \"error\": \"%s\", "
+               "\"pattern_us\": %.3f, \"pattern_verified\": %s, ",
             first ? "" : ",", p->name, bench_op_name(p->op), backend, caps->arch,
             json_str(caps->device_name, dev, sizeof dev), r->variant, r->splits, r->timer, r->median_us, r->min_us,
             r->max_us, r->bytes, r->flops, r->verified ? "true" : "false", r->worst_ratio, r->ceiling_tflops,
-            json_str(r->error, msg, sizeof msg));
+            json_str(r->error, msg, sizeof msg), r->pattern_us, r->pattern_verified ? "true" : "false");
     if (p->op == BENCH_MQA_LOGITS)
         fprintf(f, "\"shape\": {\"S\": %d, \"S_kv\": %d, \"H\": %d, \"D\": %d, \"dtype\": \"%s\"}, ", p->S,
                 p->S_kv, p->heads, p->mqa_dim, qattn_dtype_name(p->kv_dtype));
@@ -262,8 +266,8 @@ int main(int argc, char **argv) {
     if (jf && copy_gbps > 0) fprintf(jf, "\"copy_gbps_given\": %.3f, ", copy_gbps);
     if (jf) fprintf(jf, "\"results\": [");
 
-    printf("%-26s %-10s %-14s %6s %10s %10s %10s %9s %8s %6s %6s  %s\n", "preset", "op", "variant", "splits",
-           "median_us", "min_us", "max_us", "GB/s", "TFLOP/s", "%read", "%copy", "check vs cpu reference");
+    printf("%-26s %-10s %-14s %6s %10s %10s %10s %9s %8s %6s %6s %6s  %s\n", "preset", "op", "variant", "splits",
+           "median_us", "min_us", "max_us", "GB/s", "TFLOP/s", "%read", "%pat", "%copy", "check vs cpu reference");
     int ran = 0;
     const int n_list = n_shapes ? n_shapes : BENCH_PRESET_COUNT;
     for (int k = 0; k < n_list; ++k) {
@@ -291,12 +295,19 @@ int main(int argc, char **argv) {
             const int mem = p->op != BENCH_MQA_LOGITS;
             pct(pr, sizeof pr, mem ? gbs : 0, read_gbps);
             pct(pc, sizeof pc, mem ? gbs : 0, copy_gbps);
-            char share[48] = "";
+            char share[96] = "";
             if (r.ceiling_tflops > 0)
                 snprintf(share, sizeof share, ", %.1f %% of the matrix ceiling", 100.0 * tf / r.ceiling_tflops);
-            printf("%-26s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f %6s %6s  %s (worst err/tol %.3g, %s timer%s)\n",
+            /* decode: its share of its own access pattern's read time */
+            char pp[16] = "-";
+            if (r.pattern_us > 0 && r.pattern_verified) pct(pp, sizeof pp, r.pattern_us, r.median_us);
+            if (r.pattern_us > 0)
+                snprintf(share, sizeof share, ", decode-pattern read %.2f us%s", r.pattern_us,
+                         r.pattern_verified ? "" : " (sum MISMATCH)");
+            printf("%-26s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f %6s %6s %6s  %s (worst err/tol %.3g, %s timer%s)\n",
                    p->name, bench_op_name(p->op), r.variant, r.splits, r.median_us, r.min_us, r.max_us, gbs, tf, pr,
-                   pc, r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer, share);
+                   pp, pc, r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer, share);
+            if (r.pattern_note[0]) printf("%-26s   %s\n", "", r.pattern_note);
         }
         if (jf) json_result(jf, p, &caps, qattn_backend_name(ctx), &r, ran == 1);
         free(r.samples_us);

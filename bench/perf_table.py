@@ -5,8 +5,10 @@ markdown tables of docs/perf.md (every ratio from numbers of the same run).
 Usage: perf_table.py BENCH_JSON [TORCH_JSON]
 
 The decode table holds each preset against its ceilings: the read bandwidth
-qattn-bench measured through the same backend at its start, and the copy rate
-torch measured (floor = the bytes the decode must move / the copy rate), next
+qattn-bench measured through the same backend at its start, the time of
+qattn_decode_read over the same call (decode's own access pattern: the same
+bytes through the same page table, nothing else; "-" where it did not run or
+its sum did not match), and the copy rate torch measured (floor = the bytes the decode must move / the copy rate), next
 to torch SDPA over a bf16 cache of the same shape and the bar issue 8 sets
 for the preset. Without TORCH_JSON the torch columns read "-".
 
@@ -151,19 +153,24 @@ def main():
 
     decode = [r for r in results if r["op"] == "decode"]
     if decode:
-        print("| preset | bytes | floor us | qattn us | % of read bandwidth | % of copy rate | "
-              "torch SDPA us | target | met? |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| preset | bytes | floor us | qattn us | % of read bandwidth | decode-pattern read us | "
+              "% of decode-pattern read | % of copy rate | torch SDPA us | target | met? |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in decode:
             if r.get("error"):
-                print(f"| {r['preset']} | {r['bytes'] / 1e6:.1f} MB | - | FAILED: {r['error']} | - | - | - | - | NO |")
+                print(f"| {r['preset']} | {r['bytes'] / 1e6:.1f} MB | - | FAILED: {r['error']} | - | - | - | - | - | - "
+                      f"| NO |")
                 continue
+            # qattn_decode_read over the same call: the reads of decode's own
+            # access pattern alone (shown only when its word sum matched)
+            pat = r.get("pattern_us", 0) if r.get("pattern_verified") else 0
             g = gbps(r["bytes"], r["median_us"])
             s = sdpa.get(r["preset"])
             target, met = verdict(r, by_name, copy, s["median_us"] if s else None)
             floor = r["bytes"] / (copy * 1e3) if copy else 0
             print(f"| {r['preset']} | {r['bytes'] / 1e6:.1f} MB | {fmt(floor, '{:.1f}')} | {r['median_us']:.1f} | "
-                  f"{fmt(100 * g / read_gbps if read_gbps else 0, '{:.0f}%')} | "
+                  f"{fmt(100 * g / read_gbps if read_gbps else 0, '{:.0f}%')} | {fmt(pat, '{:.1f}')} | "
+                  f"{fmt(100 * pat / r['median_us'] if pat else 0, '{:.0f}%')} | "
                   f"{fmt(100 * g / copy if copy else 0, '{:.0f}%')} | {fmt(s['median_us'] if s else 0, '{:.1f}')} | "
                   f"{target} | {met} |")
         print()

@@ -18,8 +18,8 @@ scripts/toolchain.sh bash -c "
   cmake -S $top/.devbuild/src -B $top/.devbuild/all -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_SHARED_LIBS=OFF -DQATTN_VULKAN=ON -DQATTN_HIP=OFF >/dev/null
   cmake --build $top/.devbuild/all -j \$(nproc) \
-        --target qattn-bench qattn_parity test_plan_decode test_plan_mqa_logits qattn_vk_stats test_vk_embed qattn_mqa_tune \
-                 test_vk_contexts test_vk_hardening qattn_bad_inputs
+        --target qattn-bench qattn_parity qattn_big_cache test_plan_decode test_plan_mqa_logits qattn_vk_stats test_vk_embed \
+                 qattn_mqa_tune test_vk_contexts test_vk_hardening qattn_bad_inputs
   # cmocka is a shared library: it travels with the tests.
   mkdir -p $top/.devbuild/all/lib
   cp -L \$(ldd $top/.devbuild/all/tests/test_plan_decode | awk '/libcmocka/ {print \$3}') $top/.devbuild/all/lib/"
@@ -31,8 +31,8 @@ else
   echo "no nvcc: the HIP twin is not built"
 fi
 # The GPU machine has glibc 2.39: refuse binaries that need newer symbols.
-for b in .devbuild/all/bench/qattn-bench .devbuild/all/tests/qattn_parity .devbuild/all/tests/test_plan_* \
-         .devbuild/all/tests/test_vk_embed .devbuild/all/tests/test_vk_contexts \
+for b in .devbuild/all/bench/qattn-bench .devbuild/all/tests/qattn_parity .devbuild/all/tests/qattn_big_cache \
+         .devbuild/all/tests/test_plan_* .devbuild/all/tests/test_vk_embed .devbuild/all/tests/test_vk_contexts \
          .devbuild/all/tests/test_vk_hardening .devbuild/all/tests/qattn_bad_inputs \
          $(ls .devbuild/hipbin/* 2>/dev/null); do
   need=$(objdump -T "$b" | grep -o "GLIBC_2\.[0-9]*" | sort -t. -k2 -n | tail -1)

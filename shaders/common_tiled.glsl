@@ -27,10 +27,14 @@ layout(push_constant, std430) uniform Push {
     uint64_t q, k, v, ks, vs;            // tensors (ks/vs 0 for bf16 caches)
     uint64_t indptr, indices, lens;      // paging
     uint64_t ws_o, ws_ml;                // partial O^T and (m, l) of every split
+    // The caches' views (qattn_cache_kernel_view, qattn/backend.h): key row
+    // `row` of page `page` of kv head g starts at g * hs + page * ps (64-bit
+    // bases: a cache may span more than 2^32 elements) + row * rs (32-bit:
+    // the core keeps offsets inside a page below 2^31) elements.
     int64_t k_ps, v_ps, ks_ps, vs_ps;    // page strides (elements)
-    int64_t n_slots;                     // slots of the cache (pages x rows)
-    int k_rs, k_hs, v_rs, v_hs;          // row-in-page and head strides
-    int ks_rs, ks_hs, vs_rs, vs_hs;
+    int64_t k_hs, v_hs, ks_hs, vs_hs;    // head strides
+    int64_t n_slots;                     // slots inside all four tensors
+    uint k_rs, v_rs, ks_rs, vs_rs;       // row-in-page strides
     int q_sb, q_sr, q_sh;
     int indptr_s, indices_s, lens_s, n_indices;
     int hq, hkv, page_size, window_left;

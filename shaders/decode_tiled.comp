@@ -343,14 +343,17 @@ void main() {
     // issue back to back; a key that does not exist loads its head's first
     // row (inside the cache, which holds a slot whenever a tile runs).
     //
-    // Addresses: a page's base is formed in 64 bits (page id times page
-    // stride) once per tile; offsets inside a page (row and head strides,
-    // the chunk's bytes) in 32 bits, which the core guarantees
-    // (qattn_cache_view: a page's span fits int32).
-    const uint64_t kbase = pc.k + uint64_t(uint(g) * uint(pc.k_hs)) * uint(ES);
-    const uint64_t vbase = pc.v + uint64_t(uint(g) * uint(pc.v_hs)) * uint(ES);
-    const uint64_t ksbase = pc.ks + uint64_t(uint(g) * uint(pc.ks_hs)) * 4u;
-    const uint64_t vsbase = pc.vs + uint64_t(uint(g) * uint(pc.vs_hs)) * 4u;
+    // Addresses: the head's base in 64 bits once; PAGED: a page's base in
+    // 64 bits (page id times page stride) once per tile and offsets inside a
+    // page (rows, the chunk's bytes) in 32 bits, which the core guarantees
+    // (qattn_cache_kernel_view), so a cache may span any size; PAGED == 0:
+    // a key's row offset from the head's base in 32 bits, exact modulo 2^32,
+    // so the planner gives caches of more than 2^32 elements the PAGED path
+    // only.
+    const uint64_t kbase = pc.k + uint64_t(g) * uint64_t(pc.k_hs) * uint(ES);
+    const uint64_t vbase = pc.v + uint64_t(g) * uint64_t(pc.v_hs) * uint(ES);
+    const uint64_t ksbase = pc.ks + uint64_t(g) * uint64_t(pc.ks_hs) * 4u;
+    const uint64_t vsbase = pc.vs + uint64_t(g) * uint64_t(pc.vs_hs) * 4u;
     const uint psz = uint(pc.page_size);
     uvec4 rk[NCH], rv[NCH];               // loaded words, raw
     bool rok[NCH];                        // whether a chunk's key exists (its words are zeroed at staging otherwise)

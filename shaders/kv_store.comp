@@ -3,10 +3,11 @@
 // bit-identical to the CPU reference. One workgroup per (token, kv head,
 // K-or-V); threads stride over the head dim.
 //
-// Caches and scales are addressed through their views (qattn_cache_view32,
-// qattn/backend.h): slot s is page s / page_rows, row s % page_rows, and
-// the element offset is formed in 32-bit unsigned arithmetic, exact for a
-// slot inside the cache. A slot outside [0, n_slots) (-1 is padding) is
+// Caches and scales are addressed through their views
+// (qattn_cache_kernel_view, qattn/backend.h): slot s is page s / page_rows,
+// row s % page_rows; the bases of the page and of the kv head are formed in
+// 64 bits once per workgroup (a cache may span any number of elements), the
+// offset inside the page in 32 bits. A slot outside [0, n_slots) (-1 is padding) is
 // skipped before anything is addressed; QATTN_CHECK_INDICES=1 makes the
 // core refuse such a call instead.
 //
@@ -23,18 +24,23 @@ layout(push_constant, std430) uniform Push {
     uint64_t cache[2];    // k_cache, v_cache, rank 3 or 4
     uint64_t scale[2];    // k_scale, v_scale f32, rank 2 or 3 (0 for bf16)
     uint64_t slots;       // [T] i32
+    int64_t page_stride[4]; // k_cache, v_cache, k_scale, v_scale (elements)
+    int64_t head_stride[4];
+    uint page_rows[4];
+    uint row_stride[4];
     int src_stride[4];    // (k_new t, k_new h, v_new t, v_new h)
-    uint cache_view[8];   // per K, V: page_rows, page_stride, row_stride, head_stride
-    uint scale_view[8];   // the same for k_scale, v_scale
     int slots_stride;
     int head_dim;
     int n_slots;
     int pad_;
 } pc;
 
-// Element offset of (slot, head g) in view v of the push block's array.
-uint view_offset(uint prows, uint pstride, uint rstride, uint hstride, uint slot, uint g) {
-    return (slot / prows) * pstride + (slot % prows) * rstride + g * hstride;
+// Element offset of (slot, head g) in view i: page and head bases in 64
+// bits, the row inside the page in 32.
+int64_t view_offset(int i, uint slot, uint g) {
+    const uint rows = pc.page_rows[i];
+    return int64_t(slot / rows) * pc.page_stride[i] + int64_t(g) * pc.head_stride[i] +
+           int64_t((slot % rows) * pc.row_stride[i]);
 }
 
 shared uint red[64];
@@ -46,9 +52,7 @@ void main() {
     if (slot < 0 || slot >= pc.n_slots) return; // -1 padding, or outside the cache: skipped
     const uint64_t src = qa_at(pc.src[w], int64_t(t) * pc.src_stride[2 * w] +
                                               int64_t(g) * pc.src_stride[2 * w + 1], 2);
-    const int64_t crow = int64_t(view_offset(pc.cache_view[4 * w], pc.cache_view[4 * w + 1],
-                                             pc.cache_view[4 * w + 2], pc.cache_view[4 * w + 3],
-                                             uint(slot), uint(g)));
+    const int64_t crow = view_offset(w, uint(slot), uint(g));
 #if defined(KV_BF16)
     const uint64_t dst = qa_at(pc.cache[w], crow, 2);
     for (int d = tid; d < pc.head_dim; d += nt) RefU16(dst).v[d] = RefU16(src).v[d];
@@ -84,9 +88,7 @@ void main() {
         RefU8(dst).v[d] = uint8_t(code);
     }
     if (tid == 0) {
-        const int64_t s = int64_t(view_offset(pc.scale_view[4 * w], pc.scale_view[4 * w + 1],
-                                              pc.scale_view[4 * w + 2], pc.scale_view[4 * w + 3],
-                                              uint(slot), uint(g)));
+        const int64_t s = view_offset(2 + w, uint(slot), uint(g));
         RefU32(qa_at(pc.scale[w], s, 4)).v[0] = scale;
     }
 #endif

@@ -14,8 +14,14 @@ enum { B = 2, R = 2, HQ = 4, HKV = 2, D = 64, NS = 32, P = 4, NPAGES = 8 };
 typedef struct decode_fix {
     qattn_context *ctx, *other;
     qattn_buffer *q, *kc, *vc, *ks, *vs, *indptr, *indices, *lens, *o, *lse, *ws, *foreign;
+    qattn_buffer *big; /* over 2^31 bytes, never written (the cpu backend does not touch it) */
     qattn_decode_args a;
 } decode_fix;
+
+/* Row stride of a rank-4 cache whose rows of one page reach past 2^31
+ * elements: (P - 1) x BIG_ROW + D - 1 > INT32_MAX. */
+#define BIG_ROW ((int64_t)715827862)
+#define BIG_BYTES ((uint64_t)((P - 1) * BIG_ROW + HKV * D))
 
 static int decode_setup(void **state) {
     decode_fix *f = calloc(1, sizeof *f);
@@ -42,6 +48,7 @@ static int decode_setup(void **state) {
     f->lse = qt_buf(f->ctx, NULL, B * R * HQ * 4);
     f->ws = qt_buf(f->ctx, NULL, 1 << 20);
     f->foreign = qt_buf(f->other, NULL, sizeof kv);
+    assert_int_equal(qattn_buffer_alloc(f->ctx, BIG_BYTES, &f->big), QATTN_OK);
     qattn_decode_args *a = &f->a;
     a->q = qattn_tensor_contiguous(f->q, 0, QATTN_BF16, 4, (int64_t[]){B, R, HQ, D});
     a->k_cache = qattn_tensor_contiguous(f->kc, 0, QATTN_FP8_E4M3FN, 3, (int64_t[]){NS, HKV, D});
@@ -64,7 +71,7 @@ static int decode_setup(void **state) {
 static int decode_teardown(void **state) {
     decode_fix *f = *state;
     qattn_buffer *bs[] = {f->q, f->kc, f->vc, f->ks, f->vs, f->indptr, f->indices, f->lens,
-                          f->o, f->lse, f->ws};
+                          f->o, f->lse, f->ws, f->big};
     for (size_t i = 0; i < sizeof bs / sizeof bs[0]; ++i) qattn_buffer_free(f->ctx, bs[i]);
     qattn_buffer_free(f->other, f->foreign);
     qattn_context_free(f->ctx);
@@ -88,7 +95,16 @@ static void m_o_misaligned(decode_fix *f, qattn_decode_args *a) { a->o.offset = 
 static void m_k_noncontig(decode_fix *f, qattn_decode_args *a) { a->k_cache.strides[2] = 2; }
 static void m_q_negative(decode_fix *f, qattn_decode_args *a) { a->q.shape[0] = -1; }
 static void m_k_overflow(decode_fix *f, qattn_decode_args *a) { a->k_cache.strides[0] = INT64_MAX / 4; }
-static void m_k_int32(decode_fix *f, qattn_decode_args *a) { a->k_cache.strides[0] = (int64_t)1 << 27; }
+/* A cache may span any number of elements, but not past its buffer. */
+static void m_k_span(decode_fix *f, qattn_decode_args *a) { a->k_cache.strides[0] = (int64_t)1 << 27; }
+/* Offsets inside a page must stay below 2^31 (kernels form them in 32
+ * bits): a rank-4 cache [8, P, Hkv, D] whose rows are BIG_ROW apart, in a
+ * buffer that holds it. */
+static void m_k_in_page(decode_fix *f, qattn_decode_args *a) {
+    a->k_cache = qattn_tensor_contiguous(f->big, 0, QATTN_FP8_E4M3FN, 4, (int64_t[]){NS / P, P, HKV, D});
+    a->k_cache.strides[0] = 0; /* pages may alias for reading: keeps the extent small */
+    a->k_cache.strides[1] = BIG_ROW;
+}
 static void m_k_huge_dim(decode_fix *f, qattn_decode_args *a) { a->k_cache.shape[0] = (int64_t)1 << 32; }
 static void m_scale_null(decode_fix *f, qattn_decode_args *a) { a->k_scale.buffer = NULL; }
 static void m_indices_oob(decode_fix *f, qattn_decode_args *a) { a->kv_indices.shape[0] = NPAGES + 1; }
@@ -172,7 +188,8 @@ static const decode_case DECODE_CASES[] = {
     {"non-contiguous k last dim", QATTN_ERR_STRIDE, "k_cache", m_k_noncontig, 0},
     {"negative batch", QATTN_ERR_SHAPE, "q:", m_q_negative, 0},
     {"int64 overflow", QATTN_ERR_OVERFLOW, "k_cache", m_k_overflow, 0},
-    {"int32 span", QATTN_ERR_OVERFLOW, "k_cache", m_k_int32, 0},
+    {"cache span past its buffer", QATTN_ERR_OUT_OF_BOUNDS, "k_cache", m_k_span, 0},
+    {"offset inside a page over int32", QATTN_ERR_OVERFLOW, "k_cache", m_k_in_page, 0},
     {"dim over int32", QATTN_ERR_OVERFLOW, "k_cache", m_k_huge_dim, 0},
     {"null k_scale", QATTN_ERR_NULL_BUFFER, "k_scale", m_scale_null, 0},
     {"kv_indices past buffer", QATTN_ERR_OUT_OF_BOUNDS, "kv_indices", m_indices_oob, 0},

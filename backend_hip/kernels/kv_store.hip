@@ -19,11 +19,13 @@
 
 #define KVS_THREADS 64
 
-/* Element offset of (slot, head g) through view v (qh_params.h): exact in
- * 32 bits for a slot inside the cache. */
-QH_DEV uint32_t kvs_offset(const uint32_t *v, int32_t slot, int32_t g) {
-    const uint32_t s = (uint32_t)slot;
-    return (s / v[0]) * v[1] + (s % v[0]) * v[2] + (uint32_t)g * v[3];
+/* Element offset of (slot, head g) through view i (qh_params.h): the page
+ * and head bases in 64 bits, once per workgroup, the row inside the page in
+ * 32 (a cache may span any number of elements). */
+QH_DEV int64_t kvs_offset(const qh_kv_store_params &p, int i, int32_t slot, int32_t g) {
+    const uint32_t s = (uint32_t)slot, rows = p.page_rows[i];
+    return (int64_t)(s / rows) * p.page_stride[i] + (int64_t)g * p.head_stride[i] +
+           (int64_t)((s % rows) * p.row_stride[i]);
 }
 
 template <int FMT>
@@ -37,12 +39,10 @@ QH_DEV void kv_store(const qh_kv_store_params &p) {
     if (slot < 0 || slot >= p.n_slots) return; /* uniform: before any barrier */
 
     const int32_t *ns = is_v ? p.vn_s : p.kn_s;
-    const uint32_t *cv = is_v ? p.vc_v : p.kc_v;
-    const uint32_t *sv = is_v ? p.vs_v : p.ks_v;
     const uint16_t *src = (is_v ? p.v_new : p.k_new) + (uint32_t)t * (uint32_t)ns[0] +
                           (uint32_t)g * (uint32_t)ns[1];
     constexpr int ESZ = FMT == QH_BF16 ? 2 : 1;
-    uint8_t *dst = (is_v ? p.v_cache : p.k_cache) + (uint64_t)kvs_offset(cv, slot, g) * ESZ;
+    uint8_t *dst = (is_v ? p.v_cache : p.k_cache) + (uint64_t)kvs_offset(p, is_v ? 1 : 0, slot, g) * ESZ;
 
     if constexpr (FMT == QH_BF16) {
         for (int d = (int)tid; d < p.D; d += KVS_THREADS) ((uint16_t *)dst)[d] = src[d];
@@ -69,7 +69,7 @@ QH_DEV void kv_store(const qh_kv_store_params &p) {
         }
         if (tid == 0) {
             float *sc = is_v ? p.v_scale : p.k_scale;
-            sc[kvs_offset(sv, slot, g)] = scale;
+            sc[kvs_offset(p, is_v ? 3 : 2, slot, g)] = scale;
         }
     }
 }

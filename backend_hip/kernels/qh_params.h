@@ -7,7 +7,9 @@
  * runs of even length so every 8-byte field stays 8-aligned without
  * padding, and a total size that is a multiple of 8 (checked below).
  * Strides are in elements, as in qattn_tensor, and fit int32 (the validator
- * bounds every tensor to INT32_MAX elements).
+ * bounds every tensor but the K/V caches and their scales to INT32_MAX
+ * elements); the caches come as qattn_cache_kernel_view (qattn/backend.h):
+ * page and head strides in 64 bits, row strides in 32.
  */
 #ifndef QH_PARAMS_H
 #define QH_PARAMS_H
@@ -76,10 +78,14 @@ typedef struct qh_decode_params {
     QH_PTR(const float) sinks;
     QH_PTR(uint16_t) o;
     QH_PTR(float) lse;
-    /* The views (qattn_cache_view32) of K, V and their scales: key row `row`
-     * of page `page` starts at page * ps + row * rs elements from the head
-     * row, in unsigned 32-bit arithmetic (exact for every slot inside the
-     * cache, the only ones addressed). */
+    /* The views of K, V and their scales (from qattn_decode_cache_views_of):
+     * key row `row` of page `page` starts at page * ps + row * rs elements
+     * from the head row, head g's row at g * hs. This kernel forms them in
+     * unsigned 32-bit arithmetic, exact while a cache spans fewer than 2^32
+     * elements; the 64-bit page and head strides of qattn_cache_kernel_view
+     * (for caches of any size) reach a kernel that forms its bases in 64
+     * bits. Kept 32-bit here: 64-bit fields cost the gfx942 matrix kernels
+     * SGPR spills. */
     uint32_t k_ps, v_ps, ks_ps, vs_ps;
     uint32_t k_rs, k_hs, v_rs, v_hs; /* row-in-page and head strides */
     uint32_t ks_rs, ks_hs, vs_rs, vs_hs;
@@ -114,10 +120,11 @@ typedef struct qh_kv_store_params {
     QH_PTR(float) k_scale;
     QH_PTR(float) v_scale;
     int32_t kn_s[2], vn_s[2]; /* token, head */
-    /* Views (qattn_cache_view32): page_rows, page, row and head stride of
-     * k_cache, v_cache, k_scale, v_scale; slot s is page s / page_rows,
-     * row s % page_rows, offsets in unsigned 32-bit arithmetic */
-    uint32_t kc_v[4], vc_v[4], ks_v[4], vs_v[4];
+    /* Views (qattn_cache_kernel_view) of k_cache, v_cache, k_scale,
+     * v_scale in that order; slot s is page s / page_rows, row s % page_rows;
+     * page and head bases in 64 bits, the row inside the page in 32 */
+    int64_t page_stride[4], head_stride[4];
+    uint32_t page_rows[4], row_stride[4];
     int32_t slots_s;
     int32_t n_slots;
     int32_t T, Hkv, D;

@@ -70,6 +70,7 @@ static const qattn_backend_iface qh_iface = {
     .last_op_time_ms = qh_last_op_time_ms,
     .last_message = qh_last_message,
     .read_stream = qh_read_stream,
+    .decode_read = qh_decode_read,
 };
 
 const qattn_backend_iface *qattn_backend_hip(void) { return &qh_iface; }

@@ -32,18 +32,6 @@ int qh_decode_supported(const qh_backend *be, const qattn_decode_plan *plan) {
     return 1;
 }
 
-/* A cache or scale tensor's 32-bit view: page, row and head strides, and
- * the slot count lowered to what this tensor holds (a slot must lie inside
- * all four tensors). */
-static void put_view(const qattn_tensor *t, int is_scale, int32_t page_size, uint32_t *ps, uint32_t *rs,
-                     uint32_t *hs, int32_t *n_slots) {
-    const qattn_cache_view32 v = qattn_cache_view32_of(t, is_scale, page_size);
-    *ps = v.page_stride;
-    *rs = v.row_stride;
-    *hs = (uint32_t)v.head_stride;
-    if (v.n_slots < *n_slots) *n_slots = v.n_slots;
-}
-
 qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_decode_args *a,
                        const qattn_workspace *ws) {
     qh_backend *be = vbe;
@@ -75,13 +63,22 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
     p.sinks = qh_addr(&a->sinks);
     p.o = qh_addr(&a->o);
     p.lse = qh_addr(&a->lse);
-    p.n_slots = INT32_MAX;
-    put_view(&a->k_cache, 0, a->page_size, &p.k_ps, &p.k_rs, &p.k_hs, &p.n_slots);
-    put_view(&a->v_cache, 0, a->page_size, &p.v_ps, &p.v_rs, &p.v_hs, &p.n_slots);
-    if (qattn_tensor_present(&a->k_scale)) {
-        put_view(&a->k_scale, 1, a->page_size, &p.ks_ps, &p.ks_rs, &p.ks_hs, &p.n_slots);
-        put_view(&a->v_scale, 1, a->page_size, &p.vs_ps, &p.vs_rs, &p.vs_hs, &p.n_slots);
-    }
+    /* 32-bit fields (qh_params.h): this kernel's offsets wrap past 2^32
+     * elements */
+    const qattn_decode_cache_views cv = qattn_decode_cache_views_of(a);
+    p.k_ps = (uint32_t)cv.k.page_stride;
+    p.v_ps = (uint32_t)cv.v.page_stride;
+    p.ks_ps = (uint32_t)cv.ks.page_stride;
+    p.vs_ps = (uint32_t)cv.vs.page_stride;
+    p.k_hs = (uint32_t)cv.k.head_stride;
+    p.v_hs = (uint32_t)cv.v.head_stride;
+    p.ks_hs = (uint32_t)cv.ks.head_stride;
+    p.vs_hs = (uint32_t)cv.vs.head_stride;
+    p.k_rs = cv.k.row_stride;
+    p.v_rs = cv.v.row_stride;
+    p.ks_rs = cv.ks.row_stride;
+    p.vs_rs = cv.vs.row_stride;
+    p.n_slots = cv.n_slots;
     p.q_sb = qattn_stride32(&a->q, 0);
     p.q_sr = qattn_stride32(&a->q, 1);
     p.q_sh = qattn_stride32(&a->q, 2);

@@ -9,9 +9,18 @@
 #include "qh_backend.h"
 #include "qh_params.h"
 
-/* Views (qattn_cache_view32_put with page size 1): the KV store addresses
- * by slot, so slots address pages of one row for a rank-3 tensor, of P rows
- * for a rank-4 one. */
+/* A tensor's view as the kernel reads it (KV store: addressed by slot). */
+static void put_view(qh_kv_store_params *p, int i, const qattn_tensor *t, int is_scale) {
+    if (!t->buffer) {
+        p->page_rows[i] = 1; /* never read: bf16 caches have no scales */
+        return;
+    }
+    const qattn_cache_kernel_view v = qattn_cache_kernel_view_of(t, is_scale, 1);
+    p->page_rows[i] = (uint32_t)v.page_rows;
+    p->page_stride[i] = v.page_stride;
+    p->head_stride[i] = v.head_stride;
+    p->row_stride[i] = v.row_stride;
+}
 
 qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
     qh_backend *be = vbe;
@@ -28,12 +37,12 @@ qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
         p.kn_s[i] = qattn_stride32(&a->k_new, i);
         p.vn_s[i] = qattn_stride32(&a->v_new, i);
     }
-    qattn_cache_view32_put(p.kc_v, &a->k_cache, 0, 1);
-    qattn_cache_view32_put(p.vc_v, &a->v_cache, 0, 1);
-    qattn_cache_view32_put(p.ks_v, &a->k_scale, 1, 1);
-    qattn_cache_view32_put(p.vs_v, &a->v_scale, 1, 1);
+    put_view(&p, 0, &a->k_cache, 0);
+    put_view(&p, 1, &a->v_cache, 0);
+    put_view(&p, 2, &a->k_scale, 1);
+    put_view(&p, 3, &a->v_scale, 1);
     p.slots_s = qattn_stride32(&a->slot_mapping, 0);
-    p.n_slots = qattn_cache_view32_of(&a->k_cache, 0, 1).n_slots;
+    p.n_slots = qattn_cache_kernel_view_of(&a->k_cache, 0, 1).n_slots;
     p.T = (int32_t)a->k_new.shape[0];
     p.Hkv = (int32_t)a->k_new.shape[1];
     p.D = (int32_t)a->k_new.shape[2];

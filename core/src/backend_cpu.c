@@ -122,6 +122,16 @@ static qattn_status cpu_read_stream(void *be, void *src, uint64_t offset, uint64
     return QATTN_OK;
 }
 
+static qattn_status cpu_decode_read(void *be, const qattn_decode_args *a, void *sum, uint64_t sum_offset) {
+    double t0 = now_ms();
+    uint32_t *out = (uint32_t *)((unsigned char *)sum + sum_offset), v;
+    memcpy(&v, out, 4);
+    qattn_status s = qattn__ref_decode_read(a, &v);
+    memcpy(out, &v, 4);
+    ((cpu_backend *)be)->last_ms = now_ms() - t0;
+    return s;
+}
+
 static qattn_status cpu_synchronize(void *be) { return QATTN_OK; }
 
 static qattn_status cpu_last_ms(void *be, double *ms) {
@@ -150,6 +160,7 @@ static const qattn_backend_iface cpu_iface = {
     .last_op_time_ms = cpu_last_ms,
     .read_stream = cpu_read_stream,
     .last_message = NULL,
+    .decode_read = cpu_decode_read,
 };
 
 const qattn_backend_iface *qattn_backend_cpu(void) { return &cpu_iface; }

@@ -71,6 +71,11 @@ qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32
  * broadcast read-only input such as a per-token or per-tensor scale). */
 qattn_status qattn__check_tensor_bcast(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
                                        int32_t rank, char *err, size_t n);
+/* As qattn__check_tensor (last_may_broadcast: as _bcast), for a K/V cache or
+ * its scales: any span and any stride (kernels form page and head bases in
+ * 64 bits); the offsets inside a page are bounded by validate_decode.c. */
+qattn_status qattn__check_cache_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
+                                       int32_t rank, int last_may_broadcast, char *err, size_t n);
 /* Byte extent [first, last] a tensor touches; returns QATTN_ERR_OVERFLOW on
  * int64 overflow. */
 qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64_t *end_excl);
@@ -80,6 +85,9 @@ qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64
  * within uint64. Names the argument on failure. */
 qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t rank_lo,
                                int32_t rank_hi, char *err, size_t n);
+/* The same for a K/V cache or its scales: strides up to int64. */
+qattn_status qattn__check_cache_dims(const qattn_tensor *t, const char *name, int32_t rank_lo,
+                                     int32_t rank_hi, char *err, size_t n);
 int qattn__is_fp8(qattn_dtype t);
 
 /* How kernels address a K/V cache or its scales is qattn_cache_view
@@ -180,6 +188,8 @@ static inline void *qattn__host_ptr(const qattn_tensor *t) {
  * validated. */
 qattn_status qattn__ref_decode(const qattn_decode_args *a);
 qattn_status qattn__ref_kv_store(const qattn_kv_store_args *a);
+/* qattn_decode_read: adds the word sum of what decode reads to *sum. */
+qattn_status qattn__ref_decode_read(const qattn_decode_args *a, uint32_t *sum);
 qattn_status qattn__ref_mqa_logits(const qattn_mqa_logits_args *a);
 
 /* Records a backend failure (with the backend's own message) on ctx. */

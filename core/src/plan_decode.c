@@ -240,6 +240,23 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
     /* Pages of a multiple of the tile's keys: each tile is rows of one page
      * (one page id, one base per tile); otherwise each key finds its own. */
     p.page_tiled = args->page_size % TILE_KEYS == 0;
+    if (!p.page_tiled) {
+        /* The per-key path forms a key's row offset from its head's base in
+         * 32 bits (exact modulo 2^32): every cache tensor must span fewer
+         * than 2^32 elements. */
+        const qattn_tensor *t4[4] = {&args->k_cache, &args->v_cache, &args->k_scale, &args->v_scale};
+        for (int i = 0; i < 4; ++i) {
+            uint64_t first = 0, end = 0;
+            if (!qattn_tensor_present(t4[i])) continue;
+            if (qattn__tensor_extent(t4[i], &first, &end) != QATTN_OK ||
+                (end - first) / qattn_dtype_size(t4[i]->dtype) > UINT32_MAX)
+                return qattn__err(err, err_size, QATTN_ERR_UNSUPPORTED,
+                                  "decode: %s spans 2^32 elements or more; such a cache needs page_size a "
+                                  "multiple of %d (page_size %d: each key is addressed in 32 bits)",
+                                  i == 0 ? "k_cache" : i == 1 ? "v_cache" : i == 2 ? "k_scale" : "v_scale",
+                                  TILE_KEYS, (int)args->page_size);
+        }
+    }
     p.load_bytes = load_bytes(args);
     if (p.load_bytes < 16) note(&p, "K/V rows allow %d-byte loads", (int)p.load_bytes);
     p.q_heads_per_workgroup = (int32_t)qh;

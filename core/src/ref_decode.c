@@ -219,3 +219,49 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
     free(acc);
     return QATTN_OK;
 }
+
+/* qattn_decode_read on the cpu backend (qattn/experimental.h): the word sum
+ * of what decode reads, the union over rows of the visible keys, through
+ * visible_slots as the reference decode reaches them. */
+static uint32_t words_of(const void *p, int64_t bytes) {
+    uint32_t s = 0, w;
+    for (int64_t i = 0; i + 4 <= bytes; i += 4) {
+        memcpy(&w, (const char *)p + i, 4);
+        s += w;
+    }
+    return s;
+}
+
+qattn_status qattn__ref_decode_read(const qattn_decode_args *a, uint32_t *sum) {
+    const int64_t B = a->q.shape[0], R = a->q.shape[1], Hq = a->q.shape[2], D = a->q.shape[3];
+    const int64_t Hkv = qattn__cache_heads(&a->k_cache);
+    const int64_t row = D * (int64_t)qattn_dtype_size(a->k_cache.dtype);
+    const kv_side ks = side_of(&a->k_cache, &a->k_scale, a->page_size);
+    const kv_side vs = side_of(&a->v_cache, &a->v_scale, a->page_size);
+    const int scaled = qattn_tensor_present(&a->k_scale);
+    uint32_t s = 0;
+    for (int64_t b = 0; b < B; ++b) {
+        /* rows 0 and R - 1 bound the union of the rows' visible ranges */
+        int64_t lo, hi, lo_last, hi_last;
+        visible_range(a, b, 0, &lo, &hi);
+        visible_range(a, b, R - 1, &lo_last, &hi_last);
+        const int64_t n = visible_slots(a, b, lo, hi_last, NULL, INT64_MAX);
+        int64_t *slots = malloc((size_t)(n > 0 ? n : 1) * sizeof *slots);
+        if (!slots) return QATTN_ERR_OUT_OF_MEMORY;
+        visible_slots(a, b, lo, hi_last, slots, n);
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t g = 0; g < Hkv; ++g) {
+                s += words_of(qattn__ref_cache_at(ks.cache, &ks.cv, slots[i], g, 0), row);
+                s += words_of(qattn__ref_cache_at(vs.cache, &vs.cv, slots[i], g, 0), row);
+                if (scaled)
+                    s += words_of(qattn__ref_cache_at(ks.scale, &ks.sv, slots[i], g, 0), 4) +
+                         words_of(qattn__ref_cache_at(vs.scale, &vs.sv, slots[i], g, 0), 4);
+            }
+        free(slots);
+        for (int64_t r = 0; r < R; ++r)
+            for (int64_t h = 0; h < Hq; ++h)
+                for (int64_t d = 0; d < D; ++d) s += qattn__ref_u16(qattn__ref_at(&a->q, b, r, h, d));
+    }
+    *sum += s;
+    return QATTN_OK;
+}

@@ -115,8 +115,12 @@ static void dtype_list(uint32_t mask, char *buf, size_t n) {
     }
 }
 
+/* wide: a K/V cache or its scales, which may span any number of elements
+ * with strides of any size (kernels form their page and head bases in 64
+ * bits; validate_decode.c bounds the offsets inside a page); every other
+ * tensor spans at most 2^31 elements with strides in int32. */
 static qattn_status check_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
-                                 int32_t rank, int last_may_broadcast, char *err, size_t n) {
+                                 int32_t rank, int last_may_broadcast, int wide, char *err, size_t n) {
     if (!t->buffer)
         return qattn__err(err, n, QATTN_ERR_NULL_BUFFER, "%s: buffer is NULL", name);
     if (t->dtype <= QATTN_DTYPE_INVALID || t->dtype >= QATTN_DTYPE_COUNT ||
@@ -143,7 +147,7 @@ static qattn_status check_tensor(const qattn_tensor *t, const char *name, uint32
         /* Also on a dimension of size 1, where it addresses nothing:
          * planners and kernels multiply every stride by tile sizes and
          * indices in int32/int64 and must not overflow doing so. */
-        if (t->strides[i] > INT32_MAX)
+        if (t->strides[i] > INT32_MAX && !wide)
             return qattn__err(err, n, QATTN_ERR_OVERFLOW,
                               "%s: stride[%d] = %" PRId64 " exceeds int32 (kernels index with int32)",
                               name, (int)i, t->strides[i]);
@@ -160,7 +164,7 @@ static qattn_status check_tensor(const qattn_tensor *t, const char *name, uint32
     int64_t idx;
     if (!max_element_index(t, &idx))
         return qattn__err(err, n, QATTN_ERR_OVERFLOW, "%s: extent overflows int64", name);
-    if (idx > INT32_MAX)
+    if (idx > INT32_MAX && !wide)
         return qattn__err(err, n, QATTN_ERR_OVERFLOW,
                           "%s: spans %" PRId64 " elements, over int32 (kernels index with int32)",
                           name, idx + 1);
@@ -174,8 +178,8 @@ static qattn_status check_tensor(const qattn_tensor *t, const char *name, uint32
     return QATTN_OK;
 }
 
-qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t rank_lo,
-                               int32_t rank_hi, char *err, size_t n) {
+static qattn_status check_dims(const qattn_tensor *t, const char *name, int32_t rank_lo,
+                               int32_t rank_hi, int wide, char *err, size_t n) {
     if (t->rank < rank_lo || t->rank > rank_hi)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: rank %d outside %d..%d", name, (int)t->rank,
                           (int)rank_lo, (int)rank_hi);
@@ -184,7 +188,7 @@ qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t 
             return qattn__err(err, n, QATTN_ERR_OVERFLOW,
                               "%s: shape[%d] = %" PRId64 " outside 0..int32 (kernels index with int32)",
                               name, (int)i, t->shape[i]);
-        if (t->strides[i] < 0 || t->strides[i] > INT32_MAX)
+        if (t->strides[i] < 0 || (t->strides[i] > INT32_MAX && !wide))
             return qattn__err(err, n, QATTN_ERR_STRIDE,
                               "%s: stride[%d] = %" PRId64 " outside 0..int32 (kernels index with int32)",
                               name, (int)i, t->strides[i]);
@@ -193,6 +197,16 @@ qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t 
     if (qattn__tensor_extent(t, &first, &end) != QATTN_OK)
         return qattn__err(err, n, QATTN_ERR_OVERFLOW, "%s: byte extent overflows", name);
     return QATTN_OK;
+}
+
+qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t rank_lo,
+                               int32_t rank_hi, char *err, size_t n) {
+    return check_dims(t, name, rank_lo, rank_hi, 0, err, n);
+}
+
+qattn_status qattn__check_cache_dims(const qattn_tensor *t, const char *name, int32_t rank_lo,
+                                     int32_t rank_hi, char *err, size_t n) {
+    return check_dims(t, name, rank_lo, rank_hi, 1, err, n);
 }
 
 static int pow2(uint32_t x) { return x && !(x & (x - 1)); }
@@ -222,12 +236,17 @@ qattn_status qattn__check_caps(const qattn_device_caps *c, char *err, size_t n) 
 
 qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
                                  int32_t rank, char *err, size_t n) {
-    return check_tensor(t, name, dtype_mask, rank, 0, err, n);
+    return check_tensor(t, name, dtype_mask, rank, 0, 0, err, n);
 }
 
 qattn_status qattn__check_tensor_bcast(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
                                        int32_t rank, char *err, size_t n) {
-    return check_tensor(t, name, dtype_mask, rank, 1, err, n);
+    return check_tensor(t, name, dtype_mask, rank, 1, 0, err, n);
+}
+
+qattn_status qattn__check_cache_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
+                                       int32_t rank, int last_may_broadcast, char *err, size_t n) {
+    return check_tensor(t, name, dtype_mask, rank, last_may_broadcast, 1, err, n);
 }
 
 /* Stride of dimension dim, 0 where its extent is at most 1 (free there, and

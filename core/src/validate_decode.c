@@ -37,8 +37,8 @@ static qattn_status check_kv_tensor(const qattn_tensor *t, const char *name, int
                                    : "%s: rank %d, expected 3 ([N_slots, Hkv, D]) or 4 ([N_pages, P, Hkv, D])",
                           name, (int)t->rank);
     const int32_t rank = t->buffer ? t->rank : flat;
-    if (is_scale && !writes) CHECK(qattn__check_tensor_bcast(t, name, QATTN_DT(QATTN_F32), rank, err, n));
-    else CHECK(qattn__check_tensor(t, name, is_scale ? QATTN_DT(QATTN_F32) : KV_DTYPES, rank, err, n));
+    CHECK(qattn__check_cache_tensor(t, name, is_scale ? QATTN_DT(QATTN_F32) : KV_DTYPES, rank,
+                                    is_scale && !writes, err, n));
     if (qattn__cache_is_paged(t, is_scale) && t->shape[1] < 1)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: shape[1] = %" PRId64 " rows per page, must be >= 1",
                           name, t->shape[1]);
@@ -65,6 +65,36 @@ static qattn_status check_page_rows(const qattn_tensor *t, const char *name, int
                           "%s: rank %d with %" PRId64 " rows per page (shape[1]) but page_size is %" PRId64,
                           name, (int)t->rank, t->shape[1], page_size);
     return QATTN_OK;
+}
+
+/* Kernels form a page's base (and a kv head's) in 64 bits, once per page,
+ * and the offsets inside a page (row x row stride + d) in 32: those must
+ * stay below 2^31 for every row a slot inside the cache can have. Pages
+ * are the call's page_size slots for a rank-3 tensor in decode, one slot in
+ * the KV store (which addresses by slot). */
+static qattn_status check_in_page(const qattn_tensor *t, const char *name, int is_scale,
+                                  int64_t page_size, char *err, size_t n) {
+    if (!qattn_tensor_present(t)) return QATTN_OK;
+    const qattn_cache_view v = qattn_cache_view_of(t, is_scale, page_size);
+    const int64_t rows = v.page_rows < v.n_slots ? v.page_rows : v.n_slots;
+    if (rows < 1) return QATTN_OK;
+    /* (rows - 1) x row stride lies inside the validated extent: no overflow */
+    const int64_t last = (rows - 1) * v.row_stride + (is_scale ? 0 : qattn__cache_head_dim(t) - 1);
+    if (last > INT32_MAX)
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                          "%s: a page of %" PRId64 " rows with row stride %" PRId64 " reaches element %" PRId64
+                          " inside the page, over int32 (kernels form page bases in 64 bits and offsets "
+                          "inside a page in 32)",
+                          name, rows, v.row_stride, last);
+    return QATTN_OK;
+}
+
+static qattn_status check_in_pages(const qattn_tensor *kc, const qattn_tensor *vc, const qattn_tensor *ks,
+                                   const qattn_tensor *vs, int64_t page_size, char *err, size_t n) {
+    CHECK(check_in_page(kc, "k_cache", 0, page_size, err, n));
+    CHECK(check_in_page(vc, "v_cache", 0, page_size, err, n));
+    CHECK(check_in_page(ks, "k_scale", 1, page_size, err, n));
+    return check_in_page(vs, "v_scale", 1, page_size, err, n);
 }
 
 static qattn_status same_slots(const qattn_tensor *t, const char *name, int is_scale,
@@ -166,6 +196,7 @@ qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_
         CHECK(check_page_rows(&a->k_scale, "k_scale", 1, a->page_size, err, n));
         CHECK(check_page_rows(&a->v_scale, "v_scale", 1, a->page_size, err, n));
     }
+    CHECK(check_in_pages(&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale, a->page_size, err, n));
     if (a->max_kv_len < 0)
         return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "max_kv_len: %d, must be >= 0",
                           (int)a->max_kv_len);
@@ -186,14 +217,15 @@ qattn_status qattn__check_decode_shapes(const qattn_decode_args *a, char *err, s
     if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
     CHECK(qattn__check_dims(&a->q, "q", 4, 4, err, n));
     /* A cache is [N_slots, Hkv, D] or paged [N_pages, P, Hkv, D]. */
-    CHECK(qattn__check_dims(&a->k_cache, "k_cache", 3, 4, err, n));
-    CHECK(qattn__check_dims(&a->v_cache, "v_cache", 3, 4, err, n));
+    CHECK(qattn__check_cache_dims(&a->k_cache, "k_cache", 3, 4, err, n));
+    CHECK(qattn__check_cache_dims(&a->v_cache, "v_cache", 3, 4, err, n));
     const qattn_tensor *const opt[] = {&a->k_scale, &a->v_scale, &a->kv_indptr, &a->kv_indices,
                                        &a->kv_lens, &a->sinks, &a->o, &a->lse};
     const char *const names[] = {"k_scale", "v_scale", "kv_indptr", "kv_indices",
                                  "kv_lens", "sinks", "o", "lse"};
     for (int i = 0; i < 8; ++i)
-        if (qattn_tensor_present(opt[i])) CHECK(qattn__check_dims(opt[i], names[i], 1, 4, err, n));
+        if (qattn_tensor_present(opt[i]))
+            CHECK((i < 2 ? qattn__check_cache_dims : qattn__check_dims)(opt[i], names[i], 1, 4, err, n));
     /* Element sizes divide and multiply in the planner: a known KV dtype. */
     if (a->k_cache.dtype <= QATTN_DTYPE_INVALID || a->k_cache.dtype >= QATTN_DTYPE_COUNT ||
         !(KV_DTYPES & QATTN_DT(a->k_cache.dtype)) || a->v_cache.dtype != a->k_cache.dtype)
@@ -242,6 +274,7 @@ qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, s
     CHECK(shape_eq(&a->v_new, "v_new", 2, qattn__cache_head_dim(&a->v_cache), "v_cache's head dim", err, n));
     CHECK(qattn__check_tensor(&a->slot_mapping, "slot_mapping", QATTN_DT(QATTN_I32), 1, err, n));
     CHECK(shape_eq(&a->slot_mapping, "slot_mapping", 0, T, "k_new's token count", err, n));
+    CHECK(check_in_pages(&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale, 1, err, n));
     /* Broadcast new tokens (stride 0) keep a small span over T tokens;
      * kernels number (token, head, dim) in int32. Hkv and D are the
      * cache's, in either form (rank 4 puts P before them). Each factor is

@@ -13,6 +13,7 @@
 #define QATTN_BACKEND_H
 
 #include <stdarg.h>
+#include <string.h>
 
 #include "qattn/qattn.h"
 
@@ -91,6 +92,12 @@ struct qattn_backend_iface {
     /* Optional. Text of the backend's last failure (e.g. validation-layer
      * messages); copied into the context's last error. NULL: none. */
     const char *(*last_message)(void *be);
+    /* Optional. The address of a buffer's byte 0 in one address space
+     * shared by every buffer of the instance (a host pointer, a device
+     * address), so the core can tell that two buffers share memory (an
+     * output over an input is refused). NULL: only ranges of the same
+     * buffer are compared. */
+    uint64_t (*buffer_address)(void *be, void *handle);
 
     /* ---- experimental slots: the measurement ops of qattn/experimental.h.
      * All optional (NULL: the call returns QATTN_ERR_UNSUPPORTED), outside
@@ -103,12 +110,11 @@ struct qattn_backend_iface {
      * with the tile shape of a coopmat MQA logits plan; the plan is sealed
      * and supports_op accepted it. */
     qattn_status (*mqa_matrix_ceiling)(void *be, const qattn_mqa_logits_plan *plan, double *tflops);
-    /* Optional. The address of a buffer's byte 0 in one address space
-     * shared by every buffer of the instance (a host pointer, a device
-     * address), so the core can tell that two buffers share memory (an
-     * output over an input is refused). NULL: only ranges of the same
-     * buffer are compared. */
-    uint64_t (*buffer_address)(void *be, void *handle);
+    /* qattn_decode_read: arguments checked by the core (a valid decode call
+     * whose cache rows, page, row and head strides are 16-byte multiples);
+     * reads what qattn_decode_run reads for `args` and adds its word sum to
+     * the u32 at `sum`, timed as an op. */
+    qattn_status (*decode_read)(void *be, const qattn_decode_args *args, void *sum, uint64_t sum_offset);
 };
 
 /* ---- for backend libraries' own public calls (e.g. qattn/vulkan.h) ----- */
@@ -157,8 +163,9 @@ QATTN_API qattn_status qattn_context_check_mqa_logits_plan(qattn_context *ctx,
                                                            const char *what);
 /** Stride of dimension `dim` in elements as int32 kernels take it: 0 for an
  *  absent tensor or a dimension of extent <= 1 (its stride is free and is
- *  never multiplied by more than 0). The core bounds every tensor's span to
- *  int32, so every other stride fits. */
+ *  never multiplied by more than 0). The core bounds the span of every
+ *  tensor other than the K/V caches and their scales to int32, so every
+ *  other stride fits; caches go through qattn_cache_kernel_view. */
 static inline int32_t qattn_stride32(const qattn_tensor *t, int dim) {
     if (!t || !t->buffer || t->shape[dim] <= 1) return 0;
     return (int32_t)t->strides[dim];
@@ -189,45 +196,110 @@ typedef struct qattn_cache_view {
 /** The view of a validated cache (is_scale 0) or scale tensor. */
 QATTN_API qattn_cache_view qattn_cache_view_of(const qattn_tensor *t, int is_scale, int64_t page_size);
 
-/** The view in 32 bits, as int32 kernels take it. For a slot inside the
- *  cache the element offset is below 2^31 (the core bounds every tensor's
- *  span to int32), so offsets computed in unsigned 32-bit arithmetic from
- *  these truncated strides are exact; only a rank-3 view's page_stride
- *  (stride x page_size) can need more bits, and then no page past the
- *  first is inside the cache. n_slots and page_rows fit int32. */
-typedef struct qattn_cache_view32 {
-    int32_t n_slots, page_rows;
-    uint32_t page_stride, row_stride, head_stride;
-} qattn_cache_view32;
+/** The view as kernels take it, for caches of any size. A K/V cache or its
+ *  scales may span more than 2^31 (or 2^32) elements: the base of a page
+ *  (page * page_stride) and of a kv head (g * head_stride) are formed in 64
+ *  bits, once per page and once per head; the offset inside a page
+ *  (row * row_stride, plus d for a cache) in 32 bits, which the core keeps
+ *  below 2^31 for every row of a page a slot inside the cache can have. So
+ *  element (slot in page `page` at row `row`, head g, dim d) is at
+ *    (int64)page * page_stride + (int64)g * head_stride
+ *      + (uint32)(row * row_stride + d)
+ *  elements from element 0. n_slots and page_rows fit int32 (slot ids are
+ *  int32). A dimension of extent 1 contributes stride 0. */
+typedef struct qattn_cache_kernel_view {
+    int64_t page_stride, head_stride;
+    uint32_t row_stride;
+    int32_t page_rows;
+    int32_t n_slots;
+    int32_t reserved_; /* 0 */
+} qattn_cache_kernel_view;
 
-static inline qattn_cache_view32 qattn_cache_view32_of(const qattn_tensor *t, int is_scale,
-                                                       int64_t page_size) {
+static inline qattn_cache_kernel_view qattn_cache_kernel_view_of(const qattn_tensor *t, int is_scale,
+                                                                 int64_t page_size) {
     const qattn_cache_view v = qattn_cache_view_of(t, is_scale, page_size);
-    qattn_cache_view32 w;
-    w.n_slots = (int32_t)v.n_slots;
-    w.page_rows = (int32_t)v.page_rows;
-    w.page_stride = (uint32_t)(uint64_t)v.page_stride;
+    qattn_cache_kernel_view w;
+    w.page_stride = v.page_stride;
+    w.head_stride = v.head_stride;
     w.row_stride = (uint32_t)(uint64_t)v.row_stride;
-    w.head_stride = (uint32_t)(uint64_t)v.head_stride;
+    w.page_rows = (int32_t)v.page_rows;
+    w.n_slots = (int32_t)v.n_slots;
+    w.reserved_ = 0;
     return w;
 }
 
-/** The 32-bit view as four words, as the KV store kernels of both backends
- *  take it: page_rows, page_stride, row_stride, head_stride. An absent
- *  tensor (the scales of a bf16 cache, never read) gives page_rows 1 and
- *  zero strides, so no kernel divides by zero. */
-static inline void qattn_cache_view32_put(uint32_t dst[4], const qattn_tensor *t, int is_scale,
-                                          int64_t page_size) {
-    if (!t->buffer) {
-        dst[0] = 1;
-        dst[1] = dst[2] = dst[3] = 0;
-        return;
+/** Decode's addressing of its four cache tensors (the one marshalling both
+ *  GPU backends copy into their kernel parameters): the views of k_cache,
+ *  v_cache and, for fp8/int8 caches, k_scale and v_scale (all zero for
+ *  bf16), and the slots inside all four (a key whose slot is outside is not
+ *  visible, spec 2). Rank-4 tensors bring their pages; rank-3 ones read as
+ *  pages of the call's page_size. */
+typedef struct qattn_decode_cache_views {
+    qattn_cache_kernel_view k, v, ks, vs;
+    int32_t n_slots;
+    int32_t reserved_; /* 0 */
+} qattn_decode_cache_views;
+
+static inline qattn_decode_cache_views qattn_decode_cache_views_of(const qattn_decode_args *a) {
+    qattn_decode_cache_views r;
+    memset(&r, 0, sizeof r);
+    r.k = qattn_cache_kernel_view_of(&a->k_cache, 0, a->page_size);
+    r.v = qattn_cache_kernel_view_of(&a->v_cache, 0, a->page_size);
+    r.n_slots = r.k.n_slots < r.v.n_slots ? r.k.n_slots : r.v.n_slots;
+    if (a->k_scale.buffer) {
+        r.ks = qattn_cache_kernel_view_of(&a->k_scale, 1, a->page_size);
+        r.vs = qattn_cache_kernel_view_of(&a->v_scale, 1, a->page_size);
+        if (r.ks.n_slots < r.n_slots) r.n_slots = r.ks.n_slots;
+        if (r.vs.n_slots < r.n_slots) r.n_slots = r.vs.n_slots;
     }
-    const qattn_cache_view32 v = qattn_cache_view32_of(t, is_scale, page_size);
-    dst[0] = (uint32_t)v.page_rows;
-    dst[1] = v.page_stride;
-    dst[2] = v.row_stride;
-    dst[3] = v.head_stride;
+    return r;
+}
+
+/** The views of qattn_decode_cache_views as arrays in the order k_cache,
+ *  v_cache, k_scale, v_scale, for kernel parameters that hold them so. */
+static inline void qattn_decode_cache_views_arrays(const qattn_decode_cache_views *v, int64_t page_stride[4],
+                                                   int64_t head_stride[4], uint32_t row_stride[4]) {
+    const qattn_cache_kernel_view *w[4] = {&v->k, &v->v, &v->ks, &v->vs};
+    for (int i = 0; i < 4; ++i) {
+        page_stride[i] = w[i]->page_stride;
+        head_stride[i] = w[i]->head_stride;
+        row_stride[i] = w[i]->row_stride;
+    }
+}
+
+/** The launch of qattn_decode_read (qattn/experimental.h), the same on
+ *  every GPU backend: workgroups of `wg` lanes over (split, kv head,
+ *  request), `groups_per_cu` of them per compute unit; a lane reads one
+ *  16-byte chunk of a key's K and V rows (row_words per row), `loads` keys
+ *  in flight; each split a whole number of steps of keys over the visible
+ *  range of max_kv_len (the last split runs to the request's end). */
+typedef struct qattn_decode_read_launch {
+    int32_t splits, keys_per_split;
+    int32_t row_words;      /* 16-byte chunks per K or V row */
+    int32_t q_heads_per_kv; /* G */
+} qattn_decode_read_launch;
+
+static inline qattn_decode_read_launch qattn_decode_read_launch_of(const qattn_decode_args *a, uint32_t compute_units,
+                                                                   uint32_t wg, uint32_t loads,
+                                                                   uint32_t groups_per_cu) {
+    qattn_decode_read_launch l;
+    const int64_t B = a->q.shape[0], R = a->q.shape[1], Hkv = a->k_cache.shape[a->k_cache.rank - 2];
+    const int64_t D = a->q.shape[3], es = (int64_t)qattn_dtype_size(a->k_cache.dtype);
+    l.row_words = (int32_t)(D * es / 16);
+    l.q_heads_per_kv = (int32_t)(a->q.shape[2] / Hkv);
+    const int64_t want = (int64_t)compute_units * groups_per_cu, pairs = B * Hkv;
+    int64_t keys = a->max_kv_len;
+    if (a->window_left >= 0 && keys > (int64_t)a->window_left + R) keys = (int64_t)a->window_left + R;
+    const int64_t step = (int64_t)(wg / (uint32_t)l.row_words) * loads;
+    int64_t splits = (want + pairs - 1) / pairs;
+    const int64_t most = (keys + step - 1) / step;
+    if (splits > most) splits = most;
+    if (splits < 1) splits = 1;
+    int64_t per = (keys + splits - 1) / splits;
+    per = (per + step - 1) / step * step;
+    l.splits = (int32_t)splits;
+    l.keys_per_split = (int32_t)(per > 0 ? per : step);
+    return l;
 }
 
 #ifdef __cplusplus

@@ -58,6 +58,28 @@ QATTN_API qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx,
                                                 const qattn_mqa_logits_plan *plan,
                                                 double *tflops);
 
+/* ---- decode's own access pattern ------------------------------------ */
+/** Reads what qattn_decode_run reads for `args`, and nothing else: for every
+ *  request b and kv head, the K and V rows and both scales of each key a
+ *  query row can see (keys [L_b - R - window_left, L_b) with a window, else
+ *  [0, L_b); L_b = kv_lens[b], bounded as decode bounds it), reached
+ *  through the same page table, and q once; with 16-byte loads of the rows,
+ *  several keys in flight per lane and workgroups over (split, kv head,
+ *  request) to fill the device. Adds, modulo 2^32, the sum of the 32-bit
+ *  words of every K and V row chunk read (16 bytes at a time, little
+ *  endian), of every scale's f32 bits and of q's bf16 elements (as
+ *  16-bit integers) to the u32 at byte
+ *  `sum_offset` of `sum`. The op exists to be timed: its time is the floor
+ *  of a decode kernel with this cache and page table, the ceiling
+ *  qattn-bench reports each decode preset against beside the streaming
+ *  read. Rules: `args` as for qattn_decode_run (validated the same way);
+ *  every cache row (D elements), and the caches' page, row and head
+ *  strides, in bytes a multiple of 16 (else QATTN_ERR_ALIGNMENT naming the
+ *  tensor); sum_offset a multiple of 4 inside `sum`. Returns
+ *  QATTN_ERR_UNSUPPORTED on a backend without the kernel. */
+QATTN_API qattn_status qattn_decode_read(qattn_context *ctx, const qattn_decode_args *args,
+                                         qattn_buffer *sum, uint64_t sum_offset);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,65 @@
+# Caches over 2^31 elements (tests/big_cache/big_cache.c): the KV store and
+# decode on each backend against the cpu reference, touching only the pages
+# used of multi-GiB allocations. No cmocka. The decode part on a GPU backend
+# is its own test: it checks the decode kernel's 64-bit page and head bases.
+add_executable(qattn_big_cache ${CMAKE_CURRENT_LIST_DIR}/big_cache/big_cache.c)
+target_include_directories(qattn_big_cache PRIVATE ${CMAKE_CURRENT_LIST_DIR}/common)
+target_link_libraries(qattn_big_cache PRIVATE qattn_core)
+find_library(QATTN_BIG_CACHE_LIBM m)
+if(QATTN_BIG_CACHE_LIBM)
+  target_link_libraries(qattn_big_cache PRIVATE ${QATTN_BIG_CACHE_LIBM})
+endif()
+add_test(NAME big_cache_cpu COMMAND qattn_big_cache --backend cpu)
+set_tests_properties(big_cache_cpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "ref;bigcache")
+if(QATTN_HAVE_VULKAN)
+  target_link_libraries(qattn_big_cache PRIVATE qattn_vulkan)
+  find_file(QATTN_LVP_ICD NAMES lvp_icd.json lvp_icd.x86_64.json
+            PATHS /usr/share/vulkan/icd.d /usr/local/share/vulkan/icd.d NO_DEFAULT_PATH)
+  set(_bc_env "")
+  if(QATTN_LVP_ICD)
+    set(_bc_env "VK_DRIVER_FILES=${QATTN_LVP_ICD};VK_ICD_FILENAMES=${QATTN_LVP_ICD}")
+  endif()
+  foreach(part store decode)
+    add_test(NAME big_cache_vulkan_${part} COMMAND qattn_big_cache --backend vulkan --part ${part})
+    set_tests_properties(big_cache_vulkan_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
+                         LABELS "vulkan;bigcache" ENVIRONMENT "${_bc_env}")
+  endforeach()
+endif()
+if(TARGET qattn_hip)
+  target_link_libraries(qattn_big_cache PRIVATE qattn_hip)
+  foreach(part store decode)
+    add_test(NAME big_cache_hip_${part} COMMAND qattn_big_cache --backend hip --part ${part})
+    set_tests_properties(big_cache_hip_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
+                         LABELS "hip;bigcache")
+  endforeach()
+endif()
+# The HIP kernels in the host simulation (CPU, 64-bit host pointers): the
+# `large` size, every cache tensor over 2^32 elements, so the kernels' own
+# address arithmetic is checked in CI where no GPU backend can hold one.
+get_property(_bc_sims GLOBAL PROPERTY QATTN_HIP_HOSTSIMS)
+foreach(sim ${_bc_sims})
+  if(NOT TARGET qattn_hip_hostsim_${sim})
+    continue()
+  endif()
+  set(exe qattn_big_cache_hip_hostsim_${sim})
+  add_executable(${exe} ${CMAKE_CURRENT_LIST_DIR}/big_cache/big_cache.c)
+  target_include_directories(${exe} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/common)
+  target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>" qattn_core)
+  if(QATTN_BIG_CACHE_LIBM)
+    target_link_libraries(${exe} PRIVATE ${QATTN_BIG_CACHE_LIBM})
+  endif()
+  target_compile_definitions(${exe} PRIVATE QATTN_LINKS_HIP)
+  # decode is "pending" (left out of scripts/test.sh) until the decode
+  # kernel forms its page bases in 64 bits: decode.hip still wraps page
+  # offsets at 2^32 elements, which this test shows (paged/large).
+  foreach(part store decode)
+    add_test(NAME big_cache_hip_hostsim_${sim}_${part}
+             COMMAND ${exe} --backend hip --part ${part} --size large)
+    set(_labels "hip;hostsim;bigcache")
+    if(part STREQUAL "decode")
+      set(_labels "hip;hostsim;bigcache;pending")
+    endif()
+    set_tests_properties(big_cache_hip_hostsim_${sim}_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
+                         LABELS "${_labels}")
+  endforeach()
+endforeach()
