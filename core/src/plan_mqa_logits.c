@@ -219,7 +219,10 @@ static int32_t load_bytes(const qattn_mqa_logits_args *a) {
  *   32-column ones: fewer registers), at most 4; lowered until the shared
  *   memory fits.
  * - Subgroups: at least 4 and a multiple of the subgroups one row needs,
- *   and two rows' worth at least. */
+ *   and two rows' worth at least; the experimental geometry pin
+ *   rows_per_workgroup may ask for any multiple of the rows a subgroup
+ *   holds, one included (the parity suite forces the one-row geometries
+ *   that way). */
 static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t pin_rows,
                             const cm_pin *pin, cm_geom *g, char *why, size_t n) {
     if (!(c->features & QATTN_FEAT_COOPMAT)) {
