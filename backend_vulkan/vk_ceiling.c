@@ -37,7 +37,7 @@ qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, d
                              "mqa ceiling: plan: needs a coopmat plan this device runs (got %s)",
                              qattn_mqa_variant_name(plan->variant));
     uint32_t spec[QATTN_VK_MQA_SPEC_COUNT];
-    const uint32_t n_spec = qattn_vk_mqa_spec(plan, 0, 0, 1, spec);
+    const uint32_t n_spec = qattn_vk_mqa_spec(plan, spec);
     const uint32_t pin = vk->has_subgroup_size_control ? (uint32_t)plan->subgroup_size : 0u;
     VkPipeline pipe;
     qattn_status s = qattn_vk_pipeline(vk, "mqa_logits_ceiling", spec, n_spec, sizeof(ceiling_push), pin, &pipe);
@@ -52,7 +52,7 @@ qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, d
     if ((s = qattn_vk_buffer_alloc(vk, (uint64_t)groups * nsg * tile * 4u, &h)) != QATTN_OK) return s;
     ceiling_push p = {((qattn_vk_buffer *)h)->address, 64, 0};
     /* Products per pass per subgroup: (16 MT) x kv_tile x D multiply-adds. */
-    const double mt = (double)plan->heads * plan->rows_per_workgroup / plan->subgroups_per_workgroup / 16.0;
+    const double mt = plan->m_tiles;
     const double flop_per_iter = 2.0 * 16.0 * mt * plan->kv_tile * plan->head_dim * nsg * groups;
     double ms = 0.0, runs[5];
     /* Grow the pass count until one launch lasts >= 2 ms, keep launching

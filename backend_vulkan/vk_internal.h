@@ -371,10 +371,9 @@ qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
  * `plan` (the iface's supports_op answer for QATTN_OP_MQA_LOGITS). */
 int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *plan);
 /* The MQA kernels' specialization constants for a plan (geometry, formats,
- * alignment); returns how many the plan's variant takes. */
+ * load width: all plan fields); returns how many the plan's variant takes. */
 #define QATTN_VK_MQA_SPEC_COUNT 16
-uint32_t qattn_vk_mqa_spec(const qattn_mqa_logits_plan *plan, int q_fnuz, int k_fnuz, int align16,
-                           uint32_t spec[QATTN_VK_MQA_SPEC_COUNT]);
+uint32_t qattn_vk_mqa_spec(const qattn_mqa_logits_plan *plan, uint32_t spec[QATTN_VK_MQA_SPEC_COUNT]);
 /* The matrix ceiling of a coopmat MQA plan (vk_ceiling.c). */
 qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, double *tflops);
 int qattn_vk_decode_supports(qattn_vk *vk, const qattn_decode_plan *plan);

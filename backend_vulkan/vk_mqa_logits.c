@@ -1,8 +1,10 @@
 /* FP8 MQA logits on Vulkan: one launch of the planned variant
  * (shaders/mqa_logits_simt.comp as mqa_logits_direct / mqa_logits_staged,
  * shaders/mqa_logits_coopmat.comp as mqa_logits_coopmat). The plan fixes the
- * geometry; this file turns it into specialization constants and the push
- * block, and nothing else: no copies, no padding, no allocation. */
+ * geometry (m-tiles, n-tiles, row blocks, KV tiles, load width, grid); this
+ * file checks the shaders were written for it, turns it into specialization
+ * constants and the push block, and nothing else: no copies, no padding, no
+ * allocation, no decision of its own. */
 #include <string.h>
 
 #include "vk_internal.h"
@@ -32,6 +34,9 @@ static const char *shader_for(qattn_mqa_variant v) {
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* The plan's q/k load width as the shaders take it: 16-byte loads or bytes. */
+static int plan_align16(const qattn_mqa_logits_plan *p) { return p->load_bytes >= 16; }
+
 /* Whether the device lists the matrix shape a plan was made for. */
 static int lists_shape(const qattn_device_caps *c, const qattn_matrix_shape *want) {
     for (int32_t i = 0; i < c->n_matrix_shapes && i < QATTN_MAX_MATRIX_SHAPES; ++i) {
@@ -48,11 +53,6 @@ static int64_t plan_threads(const qattn_mqa_logits_plan *p) {
     return (int64_t)p->subgroup_size * p->subgroups_per_workgroup;
 }
 
-/* Coopmat m-tiles per subgroup: the (row, head) pairs a subgroup holds / 16. */
-static int64_t plan_mtiles(const qattn_mqa_logits_plan *p) {
-    return (int64_t)p->heads * p->rows_per_workgroup / p->subgroups_per_workgroup / 16;
-}
-
 int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
     const char *name = shader_for(p->variant);
     if (!name || !qattn_vk_has_shader(name)) return 0;
@@ -63,7 +63,14 @@ int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
         (uint32_t)p->grid_x > vk->props.limits.maxComputeWorkGroupCount[0] ||
         (uint32_t)p->grid_y > vk->props.limits.maxComputeWorkGroupCount[1])
         return 0;
-    if (p->rows_per_subgroup < 1 || p->rows_per_subgroup > 4) return 0;
+    if (p->rows_per_subgroup < 1 || p->rows_per_subgroup > 4 || p->rows_per_workgroup < 1) return 0;
+    /* The shaders stride grid_x over row_blocks and deal kv_tiles out over
+     * grid_y; no shader here reads a matrix shape on a SIMT variant. */
+    if (p->row_blocks != cdiv(p->rows, p->rows_per_workgroup) || p->kv_tiles != cdiv(p->kv_len, p->kv_tile) ||
+        p->grid_x > p->row_blocks || p->grid_y > p->kv_tiles)
+        return 0;
+    if (p->load_bytes < 1 || p->load_bytes > 16 || (p->load_bytes & (p->load_bytes - 1)) != 0) return 0;
+    if (p->variant != QATTN_MQA_COOPMAT && p->matrix_shape.m != 0) return 0;
     switch (p->variant) {
     case QATTN_MQA_DIRECT:
         return p->kv_tile % threads == 0 && p->rows_per_workgroup == p->rows_per_subgroup;
@@ -80,17 +87,22 @@ int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
         if ((uint32_t)p->subgroup_size < vk->caps.subgroup_size_min ||
             (uint32_t)p->subgroup_size > vk->caps.subgroup_size_max)
             return 0;
-        const int64_t mt = plan_mtiles(p);
-        return p->heads % 16 == 0 && p->kv_tile % 16 == 0 && mt >= 1 && mt <= 4 &&
-               (int64_t)p->heads * p->rows_per_workgroup == mt * 16 * p->subgroups_per_workgroup;
+        /* The shader's layout: a subgroup holds m_tiles 16-pair tiles of one
+         * row (subgroups_per_row of them per row) or whole rows. */
+        const int64_t mt = p->m_tiles, units = p->heads / 16;
+        const int64_t spr = units > mt ? units / mt : 1, rpsg = mt > units ? mt / units : 1;
+        return p->heads % 16 == 0 && (mt == 1 || mt == 2 || mt == 4) && (units % mt == 0 || mt % units == 0) &&
+               p->subgroups_per_row == spr && p->n_tiles >= 1 && p->n_tiles <= 4 &&
+               p->kv_tile == 16 * p->n_tiles && p->subgroups_per_workgroup % spr == 0 &&
+               p->rows_per_workgroup == p->subgroups_per_workgroup / spr * rpsg &&
+               p->rows_per_subgroup == rpsg;
     }
     default:
         return 0;
     }
 }
 
-uint32_t qattn_vk_mqa_spec(const qattn_mqa_logits_plan *plan, int q_fnuz, int k_fnuz, int align16,
-                           uint32_t spec[QATTN_VK_MQA_SPEC_COUNT]) {
+uint32_t qattn_vk_mqa_spec(const qattn_mqa_logits_plan *plan, uint32_t spec[QATTN_VK_MQA_SPEC_COUNT]) {
     memset(spec, 0, QATTN_VK_MQA_SPEC_COUNT * sizeof *spec);
     spec[SPEC_THREADS] = (uint32_t)plan_threads(plan);
     spec[SPEC_SG] = (uint32_t)plan->subgroup_size;
@@ -98,26 +110,18 @@ uint32_t qattn_vk_mqa_spec(const qattn_mqa_logits_plan *plan, int q_fnuz, int k_
     spec[SPEC_NSG] = (uint32_t)plan->subgroups_per_workgroup;
     spec[SPEC_KT] = (uint32_t)plan->kv_tile;
     spec[SPEC_D] = (uint32_t)plan->head_dim;
-    spec[SPEC_Q_FNUZ] = q_fnuz ? 1u : 0u;
-    spec[SPEC_K_FNUZ] = k_fnuz ? 1u : 0u;
+    spec[SPEC_Q_FNUZ] = plan->q_dtype == QATTN_FP8_E4M3FNUZ ? 1u : 0u;
+    spec[SPEC_K_FNUZ] = plan->k_dtype == QATTN_FP8_E4M3FNUZ ? 1u : 0u;
     spec[SPEC_INDEX64] = plan->index64 ? 1u : 0u;
-    spec[SPEC_ALIGN16] = align16 ? 1u : 0u;
+    spec[SPEC_ALIGN16] = plan_align16(plan) ? 1u : 0u;
     if (plan->variant != QATTN_MQA_COOPMAT) return SPEC_MT;
-    spec[SPEC_MT] = (uint32_t)plan_mtiles(plan);
-    spec[SPEC_NT] = (uint32_t)(plan->kv_tile / 16);
+    spec[SPEC_MT] = (uint32_t)plan->m_tiles;
+    spec[SPEC_NT] = (uint32_t)plan->n_tiles;
     spec[SPEC_HEADS] = (uint32_t)plan->heads;
     spec[SPEC_TM] = plan->matrix_shape.m; /* listed by the device: supports() checked */
     spec[SPEC_TN] = plan->matrix_shape.n;
     spec[SPEC_TK] = plan->matrix_shape.k;
     return SPEC_COUNT;
-}
-
-/* Whether q and k rows (and their 16-code chunks) start 16-byte aligned. */
-static int rows_aligned16(const qattn_mqa_logits_args *a) {
-    const uint64_t q = qattn_vk_addr(&a->q), k = qattn_vk_addr(&a->k);
-    return q % 16 == 0 && k % 16 == 0 && (a->q.shape[0] <= 1 || a->q.strides[0] % 16 == 0) &&
-           (a->q.shape[1] <= 1 || a->q.strides[1] % 16 == 0) &&
-           (a->k.shape[0] <= 1 || a->k.strides[0] % 16 == 0);
 }
 
 qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
@@ -131,6 +135,13 @@ qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
     memset(&p, 0, sizeof p);
     p.q = qattn_vk_addr(&a->q);
     p.k = qattn_vk_addr(&a->k);
+    /* Offsets and strides were checked at plan time (args_layout); the
+     * buffers' own addresses only here. */
+    if ((p.q | p.k) % (uint64_t)plan->load_bytes != 0)
+        return qattn_vk_fail(vk, QATTN_ERR_ALIGNMENT,
+                             "mqa_logits: the plan reads q and k in %d-byte loads; their device addresses are "
+                             "not that aligned",
+                             (int)plan->load_bytes);
     p.k_scale = qattn_vk_addr(&a->k_scale);
     p.weights = qattn_vk_addr(&a->weights);
     p.ks = qattn_vk_addr(&a->ks);
@@ -148,13 +159,12 @@ qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
     p.S = plan->rows;
     p.S_kv = plan->kv_len;
     p.H = plan->heads;
-    p.row_blocks = (int32_t)cdiv(plan->rows, plan->rows_per_workgroup);
-    p.tiles = (int32_t)cdiv(plan->kv_len, plan->kv_tile);
+    p.row_blocks = plan->row_blocks;
+    p.tiles = plan->kv_tiles;
     p.clean = a->clean_logits ? 1 : 0;
 
     uint32_t spec[QATTN_VK_MQA_SPEC_COUNT];
-    const uint32_t n_spec = qattn_vk_mqa_spec(plan, a->q.dtype == QATTN_FP8_E4M3FNUZ,
-                                              a->k.dtype == QATTN_FP8_E4M3FNUZ, rows_aligned16(a), spec);
+    const uint32_t n_spec = qattn_vk_mqa_spec(plan, spec);
     uint32_t pin = 0;
     if (plan->variant == QATTN_MQA_COOPMAT && vk->has_subgroup_size_control) pin = (uint32_t)plan->subgroup_size;
     VkPipeline pipe;

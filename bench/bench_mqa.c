@@ -36,7 +36,7 @@ static double plan_ceiling(qattn_context *ctx, const qattn_mqa_logits_plan *pl) 
     static ceiling_entry seen[16];
     static int n_seen;
     if (pl->variant != QATTN_MQA_COOPMAT) return 0.0;
-    const int32_t mt = pl->heads * pl->rows_per_workgroup / pl->subgroups_per_workgroup / 16;
+    const int32_t mt = pl->m_tiles;
     for (int i = 0; i < n_seen; ++i) {
         const ceiling_entry *e = &seen[i];
         if (e->mt == mt && e->kv_tile == pl->kv_tile && e->nsg == pl->subgroups_per_workgroup &&

@@ -14,10 +14,11 @@
 // element-wise against an accumulator-shaped matrix of the weights (so no
 // knowledge of the implementation's element layout is needed), the m-tiles
 // of one row are summed element-wise, and the per-row TM x BN partials go to
-// shared memory where one thread per (row, column) adds the TM rows (and the
-// other subgroups of that row) and scales by |k_scale|. A negative k_scale
-// is folded into the decoded key's sign, since max(0, s x) = |s| max(0,
-// sign(s) x).
+// shared memory column-major (a column's TM values contiguous, columns CS
+// floats apart) where one thread per (row, column) adds the TM rows with
+// TM/4 vec4 loads (and the other subgroups of that row) and scales by
+// |k_scale|. A negative k_scale is folded into the decoded key's sign,
+// since max(0, s x) = |s| max(0, sign(s) x).
 //
 // Hardware tiles are TM x TN x TK (spec constants, dividing 16): 16x16x16 on
 // NVIDIA/AMD, 8x8x8 on lavapipe; a logical 16-block is (16/TM) x (16/TN).
@@ -56,7 +57,13 @@ const int KBUF = BN * KROW > NSG * 16 * QROW ? BN * KROW : NSG * 16 * QROW;
 // stores its 16 decoded codes with four 8-byte stores. Offsets and strides
 // of the matrix loads below are in these 4-half units.
 shared f16vec4 kbuf[KBUF / 4];
-shared float scratch[NSG * RPSG * TM * BN]; // per (subgroup, row) TM x BN partials
+// Per (subgroup, row held) TM x BN partials, column-major with a column
+// stride of CS floats: TM + 4 puts the vec4 reads of neighbouring columns in
+// distinct banks. Also the weight matrices (row-major TM x TN) on their way
+// into registers. In vec4 units, like kbuf.
+const int CS = TM + 4;
+const int SREG = BN * CS / 4; // vec4 of one (subgroup, row) partial
+shared vec4 scratch[NSG * RPSG * SREG];
 shared float sabs[2 * BN];                 // |k_scale| x 2^(qshift+kshift), two tiles
 shared ivec2 swin[RPW];                    // the workgroup rows' windows
 
@@ -108,14 +115,18 @@ void fp8x16_to_f16(uvec4 w, bool fnuz, bool negate, out f16vec4 v[4]) {
 
 // Thread -> (column, 16-code chunk) of a tile, chunk fastest so neighbours
 // read neighbouring bytes of one key row. Columns past S_kv load zeros.
-void load_tile(int t, int tid, out uvec4 pf[PF], out float pfs[PF]) {
+// `kt`/`st` are the tile's first key row and scale (advanced by the caller
+// one tile at a time); the chunk's offset inside the tile is int32 (the
+// planner checks kv_tile x k row stride + D), so no 64-bit product is
+// formed per chunk.
+void load_tile(int t, int tid, uint64_t kt, uint64_t st, out uvec4 pf[PF], out float pfs[PF]) {
     [[unroll]] for (int x = 0; x < PF; ++x) {
         const int idx = tid + x * NTH, col = idx / (D / 16), dc = idx % (D / 16), j = t * BN + col;
         pf[x] = uvec4(0u);
         pfs[x] = 0.0;
         if (idx < BN * (D / 16) && j < pc.S_kv) {
-            pf[x] = mqa_load16(mqa_row(pc.k, j, pc.k_row, 1u) + uint64_t(dc * 16));
-            pfs[x] = RefF32(mqa_row(pc.k_scale, j, pc.scale_stride, 4u)).v[0];
+            pf[x] = mqa_load16(kt + uint64_t(uint(col * pc.k_row + dc * 16)));
+            pfs[x] = RefF32(mqa_row(st, col, pc.scale_stride, 4u)).v[0];
         }
     }
 }
@@ -147,7 +158,7 @@ void main() {
     const int sub = int(gl_SubgroupID), lane = int(gl_SubgroupInvocationID);
     const ivec2 st = mqa_slice_tiles(int(gl_WorkGroupID.y), int(gl_NumWorkGroups.y), pc.tiles);
     const int c_lo = st.x * BN, c_hi = min(st.y * BN, pc.S_kv);
-    const int sbase = sub * RPSG * TM * BN; // this subgroup's scratch
+    const int sbase = sub * RPSG * SREG; // this subgroup's scratch (vec4)
 
     MATA qa[MH * KH];
     ACC wm[MH];
@@ -184,17 +195,18 @@ void main() {
                                     gl_CooperativeMatrixLayoutRowMajor);
             }
         }
-        // Weights as accumulator-shaped matrices: W[r][c] = w[pair r].
+        // Weights as accumulator-shaped matrices: W[r][c] = w[pair r], four
+        // equal columns per vec4.
         [[unroll]] for (int mh = 0; mh < MH; ++mh) {
-            for (int x = lane; x < TM * TN; x += SG) {
-                const int p = sub * PAIRS + mh * TM + x / TN;
+            for (int x = lane; x < TM * TN / 4; x += SG) {
+                const int p = sub * PAIRS + mh * TM + x / (TN / 4);
                 const int row = row0 + p / HEADS, head = p % HEADS;
                 scratch[sbase + x] =
-                    row < pc.S ? RefF32(mqa_row(pc.weights, row, pc.w_row, 4u)).v[head * pc.w_head] : 0.0;
+                    vec4(row < pc.S ? RefF32(mqa_row(pc.weights, row, pc.w_row, 4u)).v[head * pc.w_head] : 0.0);
             }
             subgroupMemoryBarrierShared();
             subgroupBarrier();
-            coopMatLoad(wm[mh], scratch, sbase, TN, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(wm[mh], scratch, sbase, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
             subgroupMemoryBarrierShared();
             subgroupBarrier();
         }
@@ -222,12 +234,19 @@ void main() {
         // while tile t is multiplied, then decoded into shared memory.
         uvec4 pf[PF];
         float pfs[PF];
-        if (tf < tl) load_tile(tf, tid, pf, pfs);
+        // The next tile's first key row and scale, advanced per tile.
+        uint64_t kt = mqa_row(pc.k, tf * BN, pc.k_row, 1u);
+        uint64_t kst = mqa_row(pc.k_scale, tf * BN, pc.scale_stride, 4u);
+        const uint64_t kstep = uint64_t(uint(BN * pc.k_row));
+        const uint64_t sstep = uint64_t(BN) * uint64_t(pc.scale_stride) * 4ul;
+        if (tf < tl) load_tile(tf, tid, kt, kst, pf, pfs);
         for (int t = tf; t < tl; ++t) {
             const int sb = (t & 1) * BN; // this tile's half of sabs
             store_tile(tid, sb, pf, pfs);
             barrier(); // the tile is in shared memory
-            if (t + 1 < tl) load_tile(t + 1, tid, pf, pfs);
+            kt += kstep;
+            kst += sstep;
+            if (t + 1 < tl) load_tile(t + 1, tid, kt, kst, pf, pfs);
             [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
             [[unroll]] for (int kh = 0; kh < KH; ++kh) {
                 MATB kb[NH];
@@ -247,8 +266,8 @@ void main() {
                         ACC a = acc[mh * NH + nh];
                         [[unroll]] for (int e = 0; e < a.length(); ++e) part[e] += wm[mh][e] * max(a[e], 0.0);
                     }
-                    coopMatStore(part, scratch, sbase + rr * TM * BN + nh * TN, BN,
-                                 gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatStore(part, scratch, sbase + rr * SREG + nh * TN * CS / 4, CS / 4,
+                                 gl_CooperativeMatrixLayoutColumnMajor);
                 }
             }
             barrier();
@@ -262,10 +281,11 @@ void main() {
                 if (j >= w.x && j < w.y) {
                     // Row r lives in subgroups s0 .. s0+SPR-1 as their row rr.
                     const int s0 = (r / RPSG) * SPR, rr = r % RPSG;
-                    float sum = 0.0;
-                    for (int s = s0; s < s0 + SPR; ++s)
-                        for (int i = 0; i < TM; ++i) sum += scratch[(s * RPSG + rr) * TM * BN + i * BN + col];
-                    v = sabs[sb + col] * sum;
+                    vec4 s4 = vec4(0.0);
+                    [[unroll]] for (int s = 0; s < SPR; ++s)
+                        [[unroll]] for (int i = 0; i < TM / 4; ++i)
+                            s4 += scratch[((s0 + s) * RPSG + rr) * SREG + col * (CS / 4) + i];
+                    v = sabs[sb + col] * ((s4.x + s4.y) + (s4.z + s4.w));
                 } else if (pc.clean != 0) {
                     v = uintBitsToFloat(0xFF800000u);
                 } else {

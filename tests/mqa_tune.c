@@ -5,18 +5,20 @@
  * against the cpu reference on two rows x 256 columns, so a fast but wrong
  * geometry is never reported as a result.
  *
- *   qattn_mqa_tune [--quick] [--sweep] [--device SEL] [--runs N]
+ *   qattn_mqa_tune [--quick] [--sweep] [--geometry MT,NT,RPW]... [--device SEL] [--runs N]
  *
  * --sweep also times geometry alternatives (m-tiles, tile width, slices,
  * pinned through the planner so shared memory is always sized by it)
  * and the staged SIMT path on the first preset, the target shape.
+ * --geometry (up to four) times each preset also with that coopmat geometry
+ * pinned (m-tiles, n-tiles, rows per workgroup; 0 = planner's).
  *
  * Windows are a prefill chunk at the end of a cached prefix: row i sees
  * [0, S_kv - S + i + 1). TFLOP/s counts 2 x H x D per valid (row, column)
  * pair, the q.k product only (as DeepGEMM counts). Device time comes from
  * the backend's timestamps (qattn_last_op_time_ms); the median of N runs.
+ * Exits 1 when any timed configuration failed its spot check.
  */
-#define _POSIX_C_SOURCE 200112L /* setenv, unsetenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,8 @@ static int spot_check(qattn_context *dev, qattn_context *cpu, const preset *p, b
     return bad;
 }
 
+static int n_spot_failed; /* configurations whose spot check failed: the exit status */
+
 static void time_plan(qattn_context *dev, qattn_context *cpu, const preset *p, bufs *b,
                       qattn_mqa_logits_plan *plan, const char *label, int runs, double pairs) {
     qattn_mqa_logits_args a = make_args(p, b, p->S, p->S_kv);
@@ -158,43 +162,46 @@ static void time_plan(qattn_context *dev, qattn_context *cpu, const preset *p, b
     const double gbytes = ((double)p->S * p->H * p->D + (double)p->S_kv * p->D + 4.0 * p->S_kv +
                            4.0 * p->S * p->H + 8.0 * p->S + 4.0 * (double)p->S * p->S_kv) / 1e9;
     const int bad = spot_check(dev, cpu, p, b);
+    if (bad) ++n_spot_failed;
     printf("  %-28s %-7s mt=%d rpw=%d tile=%3d slices=%4d grid=%dx%d %9.3f ms (min %.3f) %7.1f TFLOP/s %6.1f GB/s %s\n",
            label, qattn_mqa_variant_name(plan->variant),
-           plan->variant == QATTN_MQA_COOPMAT ? p->H * plan->rows_per_workgroup / plan->subgroups_per_workgroup / 16 : 0,
+           plan->m_tiles,
            plan->rows_per_workgroup, plan->kv_tile, plan->kv_slices, plan->grid_x, plan->grid_y, ms, t[0], tflops,
            gbytes / (ms * 1e-3), bad ? "SPOT-CHECK FAILED" : "spot-check ok");
     fflush(stdout);
 }
 
 /* The planner's coopmat plan with MT m-groups per subgroup and NT n-groups
- * per tile pinned (QATTN_MQA_MTILES / QATTN_MQA_NTILES, so the planner
- * sizes shared memory and refuses what does not fit) and G slices (0 =
+ * per tile pinned (the experimental geometry pins, so the planner sizes
+ * shared memory and refuses what does not fit) and G slices (0 =
  * planner's). */
-static int pinned_plan(qattn_context *dev, const qattn_mqa_logits_args *a, int mt, int nt, int g,
+static int pinned_plan(qattn_context *dev, const qattn_mqa_logits_args *a, int mt, int nt, int rpw, int g,
                        qattn_mqa_logits_plan *out) {
-    char m[2] = {(char)('0' + mt), 0}, n[2] = {(char)('0' + nt), 0};
-    setenv("QATTN_MQA_MTILES", m, 1);
-    setenv("QATTN_MQA_NTILES", n, 1);
+    const qattn_mqa_logits_geometry geo = {mt, nt, rpw};
     qattn_mqa_logits_options o = QATTN_MQA_LOGITS_OPTIONS_INIT;
     o.variant = QATTN_MQA_COOPMAT;
     o.kv_slices = g;
-    const qattn_status s = qattn_mqa_logits_plan_create(dev, a, &o, out);
-    unsetenv("QATTN_MQA_MTILES");
-    unsetenv("QATTN_MQA_NTILES");
-    if (s != QATTN_OK) printf("  mt%d nt%d: %s\n", mt, nt, qattn_last_error(dev));
+    const qattn_status s = qattn_experimental_mqa_logits_plan_create(dev, a, &o, &geo, out);
+    if (s != QATTN_OK) printf("  mt%d nt%d rpw%d: %s\n", mt, nt, rpw, qattn_last_error(dev));
     return s == QATTN_OK;
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, sweep = 0, runs = 7;
+    int quick = 0, sweep = 0, runs = 7, n_geo = 0, geo[4][3];
     const char *device = NULL;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--sweep")) sweep = 1;
+        else if (!strcmp(argv[i], "--geometry") && i + 1 < argc && n_geo < 4 &&
+                 sscanf(argv[i + 1], "%d,%d,%d", &geo[n_geo][0], &geo[n_geo][1], &geo[n_geo][2]) == 3) {
+            ++n_geo;
+            ++i;
+        }
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
         else {
-            fprintf(stderr, "usage: qattn_mqa_tune [--quick] [--sweep] [--runs N] [--device SEL]\n");
+            fprintf(stderr,
+                    "usage: qattn_mqa_tune [--quick] [--sweep] [--geometry MT,NT,RPW]... [--runs N] [--device SEL]\n");
             return 2;
         }
     }
@@ -256,6 +263,13 @@ int main(int argc, char **argv) {
             continue;
         }
         time_plan(dev, cpu, &p, &b, &plan, "planner", runs, pairs);
+        for (int x = 0; x < n_geo; ++x) {
+            qattn_mqa_logits_plan q;
+            char label[64];
+            if (!pinned_plan(dev, &a, geo[x][0], geo[x][1], geo[x][2], 0, &q)) continue;
+            snprintf(label, sizeof label, "mt%d nt%d rpw%d", geo[x][0], geo[x][1], geo[x][2]);
+            time_plan(dev, cpu, &p, &b, &q, label, runs, pairs);
+        }
         if (sweep && (pi == 0 || pi == 2) && plan.variant == QATTN_MQA_COOPMAT) {
             /* {m-tiles, n-tiles, slices (0 = planner's; -k = k x planner's)}
              * on the target and on the H 32 preset: the KV split and the
@@ -266,7 +280,7 @@ int main(int argc, char **argv) {
                 qattn_mqa_logits_plan q;
                 char label[64];
                 const int g = cfg[x][2] < 0 ? -cfg[x][2] * plan.kv_slices : cfg[x][2];
-                if (!pinned_plan(dev, &a, cfg[x][0], cfg[x][1], g, &q)) continue;
+                if (!pinned_plan(dev, &a, cfg[x][0], cfg[x][1], 0, g, &q)) continue;
                 snprintf(label, sizeof label, "mt%d nt%d%s", cfg[x][0], cfg[x][1], g ? " slices" : "");
                 time_plan(dev, cpu, &p, &b, &q, label, runs, pairs);
             }
@@ -282,5 +296,6 @@ int main(int argc, char **argv) {
     }
     qattn_context_free(dev);
     qattn_context_free(cpu);
-    return 0;
+    if (n_spot_failed) printf("%d configurations failed their spot check\n", n_spot_failed);
+    return n_spot_failed ? 1 : 0;
 }

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "qattn/backend.h"
 #include "qattn/qattn.h"
 
 #include "fake_devices.h"
@@ -166,9 +167,25 @@ static void check_contract(const qattn_device_caps *c, const qattn_mqa_logits_ar
                (unsigned)p->matrix_shape.n, (unsigned)p->matrix_shape.k);
         /* Never one row spread over a whole workgroup (see the planner). */
         EXPECT(p->rows_per_workgroup >= 2, "%d rows per workgroup", (int)p->rows_per_workgroup);
+        /* The geometry fields the backends launch: consistent with the
+         * pairs each subgroup holds. */
+        const int64_t units = H / 16;
+        EXPECT(p->m_tiles * 16 == pairs, "m_tiles %d for %lld pairs", (int)p->m_tiles, (long long)pairs);
+        EXPECT(p->subgroups_per_row == (units > p->m_tiles ? units / p->m_tiles : 1), "subgroups_per_row %d",
+               (int)p->subgroups_per_row);
+        EXPECT(p->kv_tile == 16 * p->n_tiles && p->n_tiles >= 1 && p->n_tiles <= 4, "n_tiles %d",
+               (int)p->n_tiles);
     } else {
-        EXPECT(p->matrix_shape.m == 0, "a matrix shape on a %s plan", qattn_mqa_variant_name(p->variant));
+        EXPECT(p->m_tiles == 0 && p->n_tiles == 0 && p->subgroups_per_row == 0, "coopmat fields on %s",
+               qattn_mqa_variant_name(p->variant));
+        /* Only a staged plan names a matrix shape: gfx942's fp8 MFMA. */
+        const int mfma = p->variant == QATTN_MQA_STAGED && p->matrix_shape.m == 16 && p->matrix_shape.n == 16 &&
+                         p->matrix_shape.k == 32 && p->matrix_shape.a_type == QATTN_FP8_E4M3FNUZ && D <= 256;
+        EXPECT(p->matrix_shape.m == 0 || mfma, "a matrix shape on a %s plan", qattn_mqa_variant_name(p->variant));
     }
+    EXPECT(p->row_blocks == blocks, "row_blocks %d, expected %lld", (int)p->row_blocks, (long long)blocks);
+    EXPECT(p->kv_tiles == cdiv(S_kv, p->kv_tile), "kv_tiles %d", (int)p->kv_tiles);
+    EXPECT(p->load_bytes == 16, "load_bytes %d for contiguous rows", (int)p->load_bytes);
     /* The int32 products the kernels form inside a row or a tile. */
     EXPECT((H - 1) * a->q.strides[1] + D <= INT32_MAX, "q row");
     EXPECT((int64_t)p->kv_tile * a->k.strides[0] + D <= INT32_MAX, "k tile");
@@ -391,6 +408,33 @@ static void test_gfx942_decisions(void **state) {
     assert_true(p.shared_bytes <= 65536);
     p = auto_plan(&c, (mqa_shape){2048, 65536, 20, 512});
     assert_int_equal(p.variant, QATTN_MQA_DIRECT);
+    assert_int_equal(p.matrix_shape.m, 0);
+    /* Staged names the fp8 16x16x32 MFMA shape the device lists, so the
+     * HIP backend launches the MFMA kernel because the plan says so. */
+    p = auto_plan(&c, (mqa_shape){2048, 65536, 20, 128});
+    assert_int_equal(p.variant, QATTN_MQA_STAGED);
+    assert_int_equal(p.matrix_shape.k, 32);
+    assert_int_equal(p.matrix_shape.a_type, QATTN_FP8_E4M3FNUZ);
+}
+
+/* The load width comes from offsets and strides at plan time. */
+static void test_load_bytes(void **state) {
+    (void)state;
+    const qattn_device_caps c = caps_h200();
+    qattn_mqa_logits_args a = make_args((mqa_shape){64, 4096, 64, 128}, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FN);
+    qattn_mqa_logits_plan p;
+    char err[256] = "";
+    assert_int_equal(qattn_mqa_logits_plan_compute(&c, &a, NULL, &p, err, sizeof err), QATTN_OK);
+    assert_int_equal(p.load_bytes, 16);
+    a.k.offset = 4;
+    assert_int_equal(qattn_mqa_logits_plan_compute(&c, &a, NULL, &p, err, sizeof err), QATTN_OK);
+    assert_int_equal(p.load_bytes, 4);
+    assert_non_null(strstr(p.reason, "4-byte loads"));
+    a.k.offset = 0;
+    a.q.strides[1] = 130; /* heads 130 bytes apart */
+    a.q.strides[0] = 64 * 130;
+    assert_int_equal(qattn_mqa_logits_plan_compute(&c, &a, NULL, &p, err, sizeof err), QATTN_OK);
+    assert_int_equal(p.load_bytes, 2);
 }
 
 /* Rows per subgroup of the SIMT variants from heads, rows and KV length. */
@@ -478,6 +522,85 @@ static qattn_buffer *alloc_buf(qattn_context *ctx, uint64_t bytes) {
     return b;
 }
 
+/* The cpu backend with the H200's capabilities and no kernels: what
+ * plan_create decides for that device (nothing is run). */
+static qattn_status h200_caps(void *be, qattn_device_caps *caps) {
+    (void)be;
+    *caps = caps_h200();
+    return QATTN_OK;
+}
+
+static void test_geometry_pins(void **state) {
+    (void)state;
+    qattn_backend_iface fake = *qattn_backend_cpu();
+    fake.get_caps = h200_caps;
+    fake.supports_op = NULL;
+    qattn_context *ctx = NULL;
+    char err[256];
+    assert_int_equal(qattn_context_create(&fake, NULL, &ctx, err, sizeof err), QATTN_OK);
+    mqa_shape s = {64, 4096, 64, 128};
+    qattn_mqa_logits_args a = make_args(s, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FN);
+    qattn_buffer *b = alloc_buf(ctx, 1 << 20);
+    qattn_tensor *ts[] = {&a.q, &a.k, &a.k_scale, &a.weights, &a.ks, &a.ke, &a.logits};
+    for (size_t i = 0; i < 7; ++i) ts[i]->buffer = b; /* overlap is fine for planning */
+    a.logits.strides[0] = s.S_kv;
+    qattn_mqa_logits_plan p, q;
+    assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_OK);
+    assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
+    assert_int_equal(p.m_tiles, 4);
+    /* No pin = the planner's plan, byte for byte. */
+    qattn_mqa_logits_geometry g = {0, 0, 0};
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
+    assert_memory_equal(&p, &q, sizeof p);
+    /* One m-tile per subgroup: a row over four subgroups, two rows by the
+     * planner's rule, one row when pinned. */
+    g.m_tiles = 1;
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
+    assert_int_equal(q.m_tiles, 1);
+    assert_int_equal(q.subgroups_per_row, 4);
+    assert_int_equal(q.rows_per_workgroup, 2);
+    assert_int_equal(q.subgroups_per_workgroup, 8);
+    g.rows_per_workgroup = 1;
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
+    assert_int_equal(q.rows_per_workgroup, 1);
+    assert_int_equal(q.subgroups_per_workgroup, 4);
+    assert_int_equal(q.row_blocks, 64);
+    g.n_tiles = 2;
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
+    assert_int_equal(q.kv_tile, 32);
+    assert_int_equal(q.n_tiles, 2);
+    /* With coopmat pinned, pins the device or the layout cannot hold are
+     * gate failures naming the pin. */
+    qattn_mqa_logits_options cm = QATTN_MQA_LOGITS_OPTIONS_INIT;
+    cm.variant = QATTN_MQA_COOPMAT;
+    g = (qattn_mqa_logits_geometry){3, 0, 0};
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &cm, &g, &q), QATTN_ERR_VARIANT_GATE);
+    assert_non_null(strstr(qattn_last_error(ctx), "m_tiles 3"));
+    g = (qattn_mqa_logits_geometry){0, 5, 0};
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &cm, &g, &q), QATTN_ERR_VARIANT_GATE);
+    assert_non_null(strstr(qattn_last_error(ctx), "n_tiles 5"));
+    g = (qattn_mqa_logits_geometry){1, 4, 16}; /* 64 subgroups: past 1024 threads */
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &cm, &g, &q), QATTN_ERR_VARIANT_GATE);
+    g = (qattn_mqa_logits_geometry){1, 4, 8}; /* 32 subgroups x 64-column partials: past 48 KiB */
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &cm, &g, &q), QATTN_ERR_VARIANT_GATE);
+    assert_non_null(strstr(qattn_last_error(ctx), "shared memory"));
+    /* Under AUTO such a pin steps down like any failed gate, saying why. */
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
+    assert_int_equal(q.variant, QATTN_MQA_STAGED);
+    assert_non_null(strstr(q.reason, "shared memory"));
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, NULL, &q),
+                     QATTN_ERR_INVALID_ARGUMENT);
+    /* The product planner reads no geometry from the environment. */
+    setenv("QATTN_MQA_MTILES", "1", 1);
+    setenv("QATTN_MQA_NTILES", "x", 1);
+    assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &q), QATTN_OK);
+    assert_memory_equal(&p, &q, sizeof p);
+    unsetenv("QATTN_MQA_MTILES");
+    unsetenv("QATTN_MQA_NTILES");
+    qattn_buffer_free(ctx, b);
+    qattn_context_free(ctx);
+}
+
 static void test_plan_create_env(void **state) {
     (void)state;
     qattn_context *ctx = NULL;
@@ -509,20 +632,10 @@ static void test_plan_create_env(void **state) {
     assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(qattn_last_error(ctx), "QATTN_MQA_VARIANT=fast"));
     unsetenv("QATTN_MQA_VARIANT");
-    /* The coopmat geometry pins: only well-formed values, and they leave
-     * other variants alone (this device has no matrix unit). */
-    setenv("QATTN_MQA_MTILES", "3", 1);
-    assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(qattn_last_error(ctx), "QATTN_MQA_MTILES=3"));
-    setenv("QATTN_MQA_MTILES", "2", 1);
-    setenv("QATTN_MQA_NTILES", "x", 1);
-    assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(qattn_last_error(ctx), "QATTN_MQA_NTILES=x"));
-    setenv("QATTN_MQA_NTILES", "1", 1);
-    assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_OK);
+    /* Geometry pins leave the other variants alone (no matrix unit here). */
+    const qattn_mqa_logits_geometry g = {2, 1, 0};
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &p), QATTN_OK);
     assert_int_equal(p.variant, QATTN_MQA_STAGED);
-    unsetenv("QATTN_MQA_MTILES");
-    unsetenv("QATTN_MQA_NTILES");
     /* Validation runs first: a logits row stride below S_kv is refused. */
     a.logits.strides[0] = s.S_kv - 1;
     assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_ERR_STRIDE);
@@ -542,6 +655,8 @@ int main(void) {
         cmocka_unit_test(test_split_is_a_function_of_shape),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_launcher_contract),
+        cmocka_unit_test(test_load_bytes),
+        cmocka_unit_test(test_geometry_pins),
         cmocka_unit_test(test_plan_create_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -109,14 +109,12 @@ static int64_t staged_shared(int64_t kt, int64_t D) {
     return kt * D * 2 /* f16 key tile */ + kt * 4 /* k_scale */;
 }
 
-/* Development pins of the coopmat geometry (QATTN_MQA_MTILES and
- * QATTN_MQA_NTILES, read by qattn_mqa_logits_plan_create): 0 = planner. */
-typedef struct cm_pin {
-    int32_t mt, nt;
-} cm_pin;
+/* Pins of the coopmat geometry (qattn_experimental_mqa_logits_plan_create,
+ * for tuning tools and tests): 0 = planner. */
+typedef qattn_mqa_logits_geometry cm_pin;
 
 typedef struct cm_geom {
-    int32_t mt, nt, nsg, spr, rpsg, sg;
+    int32_t mt, nt, nsg, spr, rpsg, sg, tm;
     int64_t shared;
 } cm_geom;
 
@@ -125,7 +123,9 @@ static int64_t coopmat_shared(const cm_geom *g, int64_t D) {
     /* The key tile, and before the KV loop each subgroup's 16 x CM_DCHUNK
      * chunk of q on its way into registers, share one f16 array. */
     int64_t kbuf = max64(bn * (D + CM_PAD), (int64_t)g->nsg * 16 * (CM_DCHUNK + CM_PAD));
-    int64_t scratch = (int64_t)g->nsg * g->rpsg * g->nt * 256; /* per-row partials, f32 */
+    /* Per-row TM x bn partials, f32, column-major with TM + 4 floats per
+     * column (conflict-free vec4 reads of the head sum). */
+    int64_t scratch = (int64_t)g->nsg * g->rpsg * bn * (g->tm + 4);
     int64_t rows = (int64_t)g->nsg / g->spr * g->rpsg;
     return kbuf * 2 + scratch * 4 + 2 * bn * 4 /* |k_scale| of two tiles */ + rows * 8 /* windows */;
 }
@@ -151,6 +151,38 @@ static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *ou
     return found;
 }
 
+/* The matrix shape of the staged variant where a backend's staged kernel
+ * issues fp8 matrix products (gfx942: 16x16x32 fp8 -> f32 MFMA, listed by
+ * the HIP backend for exactly that kernel, head dims up to 256); zero, the
+ * FMA form, everywhere else. */
+static void pick_staged_matrix(const qattn_device_caps *c, const shape *s, qattn_matrix_shape *out) {
+    memset(out, 0, sizeof *out);
+    if (s->D > 256) return;
+    for (int32_t i = 0; i < c->n_matrix_shapes && i < QATTN_MAX_MATRIX_SHAPES; ++i) {
+        const qattn_matrix_shape *m = &c->matrix_shapes[i];
+        if (m->a_type == QATTN_FP8_E4M3FNUZ && m->c_type == QATTN_F32 && m->m == 16 && m->n == 16 &&
+            m->k == 32) {
+            *out = *m;
+            return;
+        }
+    }
+}
+
+/* The widest q and k load (bytes, 16 at most) every row start allows: the
+ * offsets and the strides of every dimension but the last (the backend
+ * checks the buffers' own addresses at run). */
+static int32_t load_bytes(const qattn_mqa_logits_args *a) {
+    const qattn_tensor *t2[2] = {&a->q, &a->k};
+    uint64_t bits = 16;
+    for (int i = 0; i < 2; ++i) {
+        const qattn_tensor *t = t2[i];
+        bits |= t->offset;
+        for (int d = 0; d + 1 < t->rank; ++d)
+            if (t->shape[d] > 1) bits |= (uint64_t)t->strides[d] * qattn_dtype_size(t->dtype);
+    }
+    return (int32_t)(bits & (~bits + 1)); /* lowest set bit */
+}
+
 /* Coopmat geometry, or 0 with the reason in why.
  * - Shape: pick_coopmat_shape(); the geometry below counts in 16-blocks.
  * - Subgroup: 32 lanes where the device can run them (the matrix shapes of
@@ -170,7 +202,10 @@ static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *ou
  *   32-column ones: fewer registers), at most 4; lowered until the shared
  *   memory fits.
  * - Subgroups: at least 4 and a multiple of the subgroups one row needs,
- *   and two rows' worth at least. */
+ *   and two rows' worth at least; the experimental geometry pin
+ *   rows_per_workgroup may ask for any multiple of the rows a subgroup
+ *   holds, one included (the parity suite forces the one-row geometries
+ *   that way). */
 static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t pin_rows,
                             const cm_pin *pin, cm_geom *g, char *why, size_t n) {
     if (!(c->features & QATTN_FEAT_COOPMAT)) {
@@ -222,31 +257,50 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
         if (pin_rows == 1) mt = min64(mt, units); /* never two rows in a subgroup */
     }
     while (mt > 1 && units % mt != 0 && mt % units != 0) --mt;
-    if (pin->mt) {
-        if (units % pin->mt != 0 && pin->mt % units != 0) {
-            snprintf(why, n, "coopmat: QATTN_MQA_MTILES=%d and H / 16 = %" PRId64 " do not divide one another",
-                     (int)pin->mt, units);
+    if (pin->m_tiles) {
+        if (pin->m_tiles != 1 && pin->m_tiles != 2 && pin->m_tiles != 4) {
+            snprintf(why, n, "coopmat: geometry.m_tiles %d, expected 1, 2 or 4", (int)pin->m_tiles);
             return 0;
         }
-        mt = pin->mt;
+        if (units % pin->m_tiles != 0 && pin->m_tiles % units != 0) {
+            snprintf(why, n, "coopmat: geometry.m_tiles %d and H / 16 = %" PRId64 " do not divide one another",
+                     (int)pin->m_tiles, units);
+            return 0;
+        }
+        mt = pin->m_tiles;
     }
     g->sg = (int32_t)sg;
+    g->tm = shape.m;
     g->mt = (int32_t)mt;
     g->spr = (int32_t)max64(1, units / mt);
     g->rpsg = (int32_t)max64(1, mt / units);
     g->nsg = (int32_t)(g->spr * max64(2, cdiv(4, g->spr))); /* >= 4 subgroups, >= 2 rows */
+    if (pin->rows_per_workgroup) {
+        if (pin->rows_per_workgroup < 1 || pin->rows_per_workgroup % g->rpsg != 0 ||
+            pin->rows_per_workgroup / g->rpsg * (int64_t)g->spr > 32) {
+            snprintf(why, n, "coopmat: geometry.rows_per_workgroup %d is not a multiple of the %d rows a "
+                     "subgroup holds (or needs more than 32 subgroups)", (int)pin->rows_per_workgroup,
+                     (int)g->rpsg);
+            return 0;
+        }
+        g->nsg = pin->rows_per_workgroup / g->rpsg * g->spr;
+    }
     if ((int64_t)g->nsg * sg > max_threads(c)) {
         snprintf(why, n, "coopmat: %d subgroups of %" PRId64 " lanes exceed the %" PRId64
                  "-thread workgroup limit", (int)g->nsg, sg, max_threads(c));
         return 0;
     }
     int64_t nt = min64(4, max64(1, (sg / 8) / mt));
-    if (pin->nt) {
-        g->nt = pin->nt;
+    if (pin->n_tiles) {
+        if (pin->n_tiles < 1 || pin->n_tiles > 4) {
+            snprintf(why, n, "coopmat: geometry.n_tiles %d, expected 1..4", (int)pin->n_tiles);
+            return 0;
+        }
+        g->nt = pin->n_tiles;
         g->shared = coopmat_shared(g, s->D);
         if (g->shared <= c->max_shared_bytes) return 1;
-        snprintf(why, n, "coopmat: QATTN_MQA_NTILES=%d needs %" PRId64 " B of shared memory, device allows %u",
-                 (int)pin->nt, g->shared, (unsigned)c->max_shared_bytes);
+        snprintf(why, n, "coopmat: geometry.n_tiles %d needs %" PRId64 " B of shared memory, device allows %u",
+                 (int)pin->n_tiles, g->shared, (unsigned)c->max_shared_bytes);
         return 0;
     }
     for (; nt >= 1; --nt) {
@@ -273,6 +327,9 @@ static int fill_variant(const qattn_device_caps *c, const shape *s, qattn_mqa_va
         p->rows_per_subgroup = g.rpsg;
         p->subgroups_per_workgroup = g.nsg;
         p->rows_per_workgroup = g.nsg / g.spr * g.rpsg;
+        p->m_tiles = g.mt;
+        p->subgroups_per_row = g.spr;
+        p->n_tiles = g.nt;
         p->kv_tile = 16 * g.nt;
         p->shared_bytes = (uint32_t)g.shared;
         return 1;
@@ -295,6 +352,7 @@ static int fill_variant(const qattn_device_caps *c, const shape *s, qattn_mqa_va
         p->rows_per_workgroup = (int32_t)nsg * rps;
         p->kv_tile = (int32_t)kt;
         p->shared_bytes = (uint32_t)sh;
+        pick_staged_matrix(c, s, &p->matrix_shape);
         return 1;
     }
     /* direct */
@@ -342,6 +400,8 @@ static void choose_slices(const qattn_device_caps *c, const shape *s, int32_t pi
     }
     p->kv_slices = (int32_t)g;
     p->kv_per_slice = (int32_t)(cdiv(tiles, g) * p->kv_tile);
+    p->kv_tiles = (int32_t)tiles;
+    p->row_blocks = (int32_t)row_blocks;
     p->grid_x = (int32_t)min64(row_blocks, MAX_GRID);
     p->grid_y = (int32_t)g;
 }
@@ -465,6 +525,8 @@ static qattn_status plan_compute(const qattn_device_caps *caps, const qattn_mqa_
     choose_slices(caps, &s, opt.kv_slices, &p);
     qattn_status st = check_int32(args, &s, &p, err, err_size);
     if (st != QATTN_OK) return st;
+    p.load_bytes = load_bytes(args);
+    if (p.load_bytes < 16) add_reason(&p, "q/k rows allow %d-byte loads", (int)p.load_bytes);
     p.index64 = row_base_wide(&args->q, (s.H - 1) * args->q.strides[1] + s.D) ||
                 row_base_wide(&args->weights, (s.H - 1) * args->weights.strides[1] + 1) ||
                 row_base_wide(&args->logits, s.S_kv) || row_base_wide(&args->k, s.D) ||
@@ -479,13 +541,13 @@ qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *caps,
                                            const qattn_mqa_logits_options *options,
                                            qattn_mqa_logits_plan *plan, char *err,
                                            size_t err_size) {
-    const cm_pin none = {0, 0};
+    const cm_pin none = {0, 0, 0};
     return plan_compute(caps, args, options, &none, plan, err, err_size);
 }
 
-qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_logits_args *args,
-                                          const qattn_mqa_logits_options *options,
-                                          qattn_mqa_logits_plan *plan) {
+static qattn_status plan_create(qattn_context *ctx, const qattn_mqa_logits_args *args,
+                                const qattn_mqa_logits_options *options, const cm_pin *pin,
+                                qattn_mqa_logits_plan *plan) {
     if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
     if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
     qattn_status s = qattn__validate_mqa_logits(args, ctx->last_error, sizeof ctx->last_error);
@@ -503,23 +565,8 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
                                "QATTN_MQA_VARIANT=%s: expected auto, direct, staged or coopmat", env);
         opt.variant = v;
     }
-    /* Development pins of the coopmat geometry (timing sweeps and forcing
-     * every geometry through the parity suite). */
-    cm_pin pin = {0, 0};
-    static const char *const pin_names[2] = {"QATTN_MQA_MTILES", "QATTN_MQA_NTILES"};
-    for (int i = 0; i < 2; ++i) {
-        const char *e = qattn__getenv(pin_names[i]);
-        if (!e || !*e) continue;
-        const int v = (e[0] >= '1' && e[0] <= '4' && e[1] == '\0') ? e[0] - '0' : 0;
-        if (!v || (i == 0 && v == 3))
-            return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "%s=%s: expected %s", pin_names[i], e,
-                               i == 0 ? "1, 2 or 4" : "1, 2, 3 or 4");
-        if (i == 0) pin.mt = v;
-        else pin.nt = v;
-    }
     qattn_mqa_logits_plan p;
-    s = plan_compute(&ctx->caps, args, &opt, &pin, &p, ctx->last_error,
-                                      sizeof ctx->last_error);
+    s = plan_compute(&ctx->caps, args, &opt, pin, &p, ctx->last_error, sizeof ctx->last_error);
     if (s != QATTN_OK) return s;
     /* The backend may still refuse a plan its caps allowed (a shader it
      * lacks): a pinned variant is then a gate failure; AUTO steps down the
@@ -539,12 +586,10 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
         /* Next variant down whose gate passes (direct always does). */
         qattn_mqa_logits_options lower = opt;
         lower.variant = p.variant == QATTN_MQA_COOPMAT ? QATTN_MQA_STAGED : QATTN_MQA_DIRECT;
-        s = plan_compute(&ctx->caps, args, &lower, &pin, &p, ctx->last_error,
-                                          sizeof ctx->last_error);
+        s = plan_compute(&ctx->caps, args, &lower, pin, &p, ctx->last_error, sizeof ctx->last_error);
         if (s == QATTN_ERR_VARIANT_GATE) {
             lower.variant = QATTN_MQA_DIRECT;
-            s = plan_compute(&ctx->caps, args, &lower, &pin, &p, ctx->last_error,
-                                              sizeof ctx->last_error);
+            s = plan_compute(&ctx->caps, args, &lower, pin, &p, ctx->last_error, sizeof ctx->last_error);
         }
         if (s != QATTN_OK) return s;
         memcpy(p.reason, prior, sizeof prior);
@@ -552,4 +597,20 @@ qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_lo
     }
     qattn__seal_mqa_logits_plan(plan, &p, args); /* the reason may have changed */
     return QATTN_OK;
+}
+
+qattn_status qattn_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_logits_args *args,
+                                          const qattn_mqa_logits_options *options,
+                                          qattn_mqa_logits_plan *plan) {
+    const cm_pin none = {0, 0, 0};
+    return plan_create(ctx, args, options, &none, plan);
+}
+
+qattn_status qattn_experimental_mqa_logits_plan_create(qattn_context *ctx, const qattn_mqa_logits_args *args,
+                                                       const qattn_mqa_logits_options *options,
+                                                       const qattn_mqa_logits_geometry *geometry,
+                                                       qattn_mqa_logits_plan *plan) {
+    if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!geometry) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "geometry: NULL");
+    return plan_create(ctx, args, options, geometry, plan);
 }

@@ -13,8 +13,13 @@
  *                          gfx1201 plan on a wave32 device (gfx12, the
  *                          NVIDIA twin), the gfx942 plan on a wave64 one (a
  *                          plan's one-wave workgroup is the device's wave)
- *   gfx942 MQA plan     -> staged (4 waves sharing each LDS tile; the FMA
- *                          form off gfx942)
+ *   AMD MQA plan        -> staged (4 waves sharing each LDS tile), chosen
+ *                          as decode's by the device's wave: the gfx942
+ *                          plan (which names the fp8 MFMA shape, so its
+ *                          kernel) on a wave64 device, the gfx1201 plan (the
+ *                          FMA form) on a wave32 one; the backend runs the
+ *                          kernel a plan names or refuses it, so a gfx942
+ *                          plan is never run in another form
  * Exit 0: every case within the spec-4 tolerances; 1: a failure (seed
  * printed); 77: no HIP device (skipped, never passed).
  */
@@ -236,14 +241,14 @@ static int mqa_case(int idx, int64_t S, int64_t H, int64_t D, int64_t Skv, qattn
         a[x].logits = dense(d ? bl.d : bl.r, QATTN_F32, 2, sl);
         a[x].clean_logits = clean;
     }
-    const qattn_device_caps c942 = amd_caps(0);
+    const qattn_device_caps camd = amd_caps(dev_wave == 32);
     qattn_mqa_logits_options opt = QATTN_MQA_LOGITS_OPTIONS_INIT;
     opt.variant = QATTN_MQA_STAGED;
     qattn_mqa_logits_plan plan, rplan;
     char err[512] = "";
     int ok = 1;
-    if (qattn_mqa_logits_plan_compute(&c942, &a[0], &opt, &plan, err, sizeof err) != QATTN_OK) {
-        printf("FAIL %s: gfx942 staged plan: %s\n", name, err);
+    if (qattn_mqa_logits_plan_compute(&camd, &a[0], &opt, &plan, err, sizeof err) != QATTN_OK) {
+        printf("FAIL %s: %s staged plan: %s\n", name, camd.arch, err);
         ok = 0;
     }
     if (ok && qattn_mqa_logits_run(dev, &plan, &a[0], NULL, 0) != QATTN_OK) {
@@ -285,8 +290,8 @@ static int mqa_case(int idx, int64_t S, int64_t H, int64_t D, int64_t Skv, qattn
         free(g), free(r);
     }
     if (ok)
-        printf("ok   %s (%d rows/subgroup, %d slices)\n", name, (int)plan.rows_per_subgroup,
-               (int)plan.kv_slices);
+        printf("ok   %s (%s plan, %s, %d rows/subgroup, %d slices)\n", name, camd.arch,
+               plan.matrix_shape.m ? "fp8 MFMA" : "FMA", (int)plan.rows_per_subgroup, (int)plan.kv_slices);
     drop(bq), drop(bk), drop(bks), drop(bw), drop(bs), drop(be), drop(bl);
     free(q), free(k), free(ksc), free(w), free(lg), free(ks), free(ke);
     return ok;

@@ -14,7 +14,9 @@
  *   variant {planner, direct, staged, coopmat forced}, layout {dense,
  *   padded and unaligned}.
  * Then eight fixed cases name every coopmat geometry (rows over 1 to 8
- * subgroups, 1 to 4 rows per subgroup).
+ * subgroups, 1 to 4 rows per subgroup), and eight more pin one row per
+ * workgroup through the experimental geometry pins (a geometry the planner
+ * does not choose).
  * --full covers every pair twice over with a ten times larger budget, and
  * adds the 16 x 1,500,000-column case (also reachable alone with
  * --filter mqa_logits/long). That case checks a sample of rows and column
@@ -54,6 +56,7 @@ typedef struct mqa_case {
     qattn_mqa_variant variant; /* AUTO = the planner's choice */
     int padded;                /* padded, unaligned strides and offsets */
     double budget;             /* multiply-adds the windows may cost */
+    qattn_mqa_logits_geometry geo; /* coopmat geometry pins (0 = planner) */
 } mqa_case;
 
 static mqa_case case_from_levels(const int lv[N_FACTORS], double budget) {
@@ -69,6 +72,7 @@ static mqa_case case_from_levels(const int lv[N_FACTORS], double budget) {
     c.variant = (qattn_mqa_variant)lv[8];
     c.padded = lv[9];
     c.budget = budget;
+    memset(&c.geo, 0, sizeof c.geo);
     return c;
 }
 
@@ -155,6 +159,22 @@ static void case_name(const mqa_case *c, int idx, char *buf, size_t n) {
              c->qt == QATTN_FP8_E4M3FN ? "fn" : "fnuz", c->kt == QATTN_FP8_E4M3FN ? "fn" : "fnuz",
              c->clean ? "clean" : "dirty", WIN_NAME[c->win], qattn_mqa_variant_name(c->variant),
              c->padded ? "_padded" : "");
+    if (c->geo.m_tiles || c->geo.n_tiles || c->geo.rows_per_workgroup) {
+        const size_t used = strlen(buf);
+        snprintf(buf + used, n - used, "_mt%d_nt%d_rpw%d", (int)c->geo.m_tiles, (int)c->geo.n_tiles,
+                 (int)c->geo.rows_per_workgroup);
+    }
+}
+
+/* Geometry pins from the environment for every case that names none
+ * (QATTN_MQA_MTILES, QATTN_MQA_NTILES, QATTN_MQA_RPW: the device runs force
+ * each geometry through the whole table this way); -1 on a malformed value. */
+static int env_pin(const char *name) {
+    const char *e = getenv(name);
+    if (!e || !*e) return 0;
+    char *end = NULL;
+    const long v = strtol(e, &end, 10);
+    return *end || v < 1 || v > 64 ? -1 : (int)v;
 }
 
 /* ---- inputs ------------------------------------------------------------- */
@@ -287,7 +307,10 @@ static qattn_status run_side(parity_ctx *pc, int which, const mqa_data *d, const
                              const qattn_mqa_logits_options *o, qattn_mqa_logits_plan *plan) {
     qattn_context *ctx = which ? pc->dev : pc->ref;
     qattn_mqa_logits_args a = args_for(d, which, c->clean);
-    qattn_status s = qattn_mqa_logits_plan_create(ctx, &a, o, plan);
+    const qattn_mqa_logits_geometry *g = &c->geo;
+    qattn_status s = which && (g->m_tiles || g->n_tiles || g->rows_per_workgroup)
+                         ? qattn_experimental_mqa_logits_plan_create(ctx, &a, o, g, plan)
+                         : qattn_mqa_logits_plan_create(ctx, &a, o, plan);
     if (s != QATTN_OK) return s;
     s = qattn_mqa_logits_run(ctx, plan, &a, NULL, 0);
     if (s == QATTN_OK) s = qattn_synchronize(ctx);
@@ -362,8 +385,21 @@ out:
     return bad;
 }
 
-static void run_case(parity_ctx *pc, const mqa_case *c, int idx) {
-    char name[160];
+static void run_case(parity_ctx *pc, const mqa_case *cin, int idx) {
+    mqa_case cc = *cin;
+    const mqa_case *c = &cc;
+    static const char *const PIN_ENV[3] = {"QATTN_MQA_MTILES", "QATTN_MQA_NTILES", "QATTN_MQA_RPW"};
+    int32_t *pins[3] = {&cc.geo.m_tiles, &cc.geo.n_tiles, &cc.geo.rows_per_workgroup};
+    for (int i = 0; i < 3; ++i) {
+        const int v = env_pin(PIN_ENV[i]);
+        if (v < 0) {
+            qt_rng rng = qt_rng_for(PIN_ENV[i]);
+            pt_fail(pc, &rng, PIN_ENV[i], "%s: expected a number 1..64", PIN_ENV[i]);
+            return;
+        }
+        if (v && !*pins[i]) *pins[i] = v;
+    }
+    char name[200];
     case_name(c, idx, name, sizeof name);
     if (!pt_selected(pc, name)) return;
     qt_rng rng = qt_rng_for(name);
@@ -422,9 +458,12 @@ static void run_case(parity_ctx *pc, const mqa_case *c, int idx) {
     }
     if (compare(pc, &rng, name, c, &d) == 0) {
         char detail[200];
-        snprintf(detail, sizeof detail, "%s, %d rows/subgroup, %d rows/wg, tile %d, %d slices, %u B shared",
+        snprintf(detail, sizeof detail,
+                 "%s, %d rows/subgroup, %d rows/wg, %d subgroups, mt %d, tile %d, %d slices, %u B shared, "
+                 "%d-byte loads",
                  qattn_mqa_variant_name(plan.variant), plan.rows_per_subgroup, plan.rows_per_workgroup,
-                 plan.kv_tile, plan.kv_slices, (unsigned)plan.shared_bytes);
+                 plan.subgroups_per_workgroup, plan.m_tiles, plan.kv_tile, plan.kv_slices,
+                 (unsigned)plan.shared_bytes, plan.load_bytes);
         pt_pass(pc, name, detail);
     }
     data_free(pc, &d);
@@ -632,8 +671,8 @@ static void run_mqa_logits(parity_ctx *pc) {
     /* Every coopmat geometry by name, coopmat forced: one row over 1, 2, 4
      * and 8 subgroups (H 64 x D 256 and 512, H 128 x D 256: the shapes
      * once wrong on the H200), 2 and 4 rows per subgroup, every tile
-     * width. With QATTN_MQA_MTILES / QATTN_MQA_NTILES set, the same cases
-     * run each pinned geometry. */
+     * width. With QATTN_MQA_MTILES / NTILES / RPW set, the same cases run
+     * each pinned geometry. */
     static const struct { int S, S_kv, H, D, qfnuz, kfnuz, clean, win, padded; } GEOM[] = {
         {37, 2001, 64, 128, 0, 0, 1, W_CAUSAL, 0}, {33, 1500, 32, 128, 1, 0, 0, W_RANDOM, 1},
         {19, 2049, 64, 256, 0, 1, 1, W_RANDOM, 0}, {17, 1100, 64, 512, 0, 0, 1, W_CAUSAL, 1},
@@ -644,8 +683,23 @@ static void run_mqa_logits(parity_ctx *pc) {
         mqa_case c = {GEOM[i].S, GEOM[i].S_kv, GEOM[i].H, GEOM[i].D,
                       GEOM[i].qfnuz ? QATTN_FP8_E4M3FNUZ : QATTN_FP8_E4M3FN,
                       GEOM[i].kfnuz ? QATTN_FP8_E4M3FNUZ : QATTN_FP8_E4M3FN,
-                      GEOM[i].clean, GEOM[i].win, QATTN_MQA_COOPMAT, GEOM[i].padded, budget};
+                      GEOM[i].clean, GEOM[i].win, QATTN_MQA_COOPMAT, GEOM[i].padded, budget, {0, 0, 0}};
         run_case(pc, &c, 90 + i);
+    }
+    /* One row per workgroup (rows_per_workgroup pinned to 1, which the
+     * planner never chooses): a row over 1, 2, 4 and 8 subgroups, the
+     * geometries that gave run-to-run different wrong values on the H200. */
+    static const struct { int S, S_kv, H, D, mt, nt, win, padded; } ONEROW[] = {
+        {37, 2001, 64, 128, 1, 0, W_CAUSAL, 0}, {29, 1500, 64, 64, 1, 2, W_RANDOM, 1},
+        {21, 1027, 128, 128, 2, 0, W_FULL, 0},  {18, 1300, 128, 256, 1, 1, W_CAUSAL, 0},
+        {23, 2049, 64, 128, 4, 0, W_RANDOM, 0}, {33, 1100, 32, 128, 1, 0, W_CAUSAL, 1},
+        {40, 3001, 16, 64, 1, 4, W_RANDOM, 0},  {17, 777, 64, 256, 2, 0, W_CAUSAL, 0},
+    };
+    for (int i = 0; i < (int)(sizeof ONEROW / sizeof ONEROW[0]); ++i) {
+        mqa_case c = {ONEROW[i].S, ONEROW[i].S_kv, ONEROW[i].H, ONEROW[i].D, QATTN_FP8_E4M3FN,
+                      i % 2 ? QATTN_FP8_E4M3FNUZ : QATTN_FP8_E4M3FN, i % 3 != 1, ONEROW[i].win,
+                      QATTN_MQA_COOPMAT, ONEROW[i].padded, budget, {ONEROW[i].mt, ONEROW[i].nt, 1}};
+        run_case(pc, &c, 80 + i);
     }
     run_long(pc);
 }

@@ -486,8 +486,21 @@ typedef struct qattn_mqa_logits_plan {
     /** 1: some row base (row x row stride, or column x k row stride) passes
      *  int32, so the kernel forms those offsets in 64 bits; 0: all fit. */
     int32_t index64;
-    /** The matrix-unit shape a coopmat plan was made for (zero for other
-     *  variants), so backends run exactly what was planned. */
+    /** Coopmat: the 16-pair m-tiles of q each subgroup holds (1, 2 or 4),
+     *  the subgroups one row's heads spread over, and the 16-column n-tiles
+     *  of a KV tile (kv_tile = 16 * n_tiles); 0 for the other variants. */
+    int32_t m_tiles, subgroups_per_row, n_tiles;
+    /** ceil(rows / rows_per_workgroup): the row blocks grid_x strides over;
+     *  ceil(kv_len / kv_tile): the KV tiles the grid_y slices deal out. */
+    int32_t row_blocks, kv_tiles;
+    /** The widest q and k load (bytes: 1, 2, 4, 8 or 16) every row start
+     *  allows, from the offsets and strides; run refuses buffers whose
+     *  device addresses break it. */
+    int32_t load_bytes;
+    /** The matrix-unit shape the plan runs on: a coopmat plan's f16 shape,
+     *  or a staged plan's fp8 shape where the backend's staged kernel uses
+     *  the matrix unit (gfx942's MFMA); zero otherwise. Backends run exactly
+     *  what was planned. */
     qattn_matrix_shape matrix_shape;
     char reason[QATTN_REASON_BYTES];
     /** A digest of the layout the planner saw (dtypes, shapes, strides and
@@ -517,6 +530,23 @@ QATTN_API qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *ca
                                                      const qattn_mqa_logits_options *options,
                                                      qattn_mqa_logits_plan *plan,
                                                      char *err, size_t err_size);
+/** EXPERIMENTAL (outside the stable API; for tuning tools and tests): plans
+ *  as qattn_mqa_logits_plan_create does with parts of the coopmat geometry
+ *  pinned, so every geometry the kernel supports can be timed and checked.
+ *  Pins are part of the coopmat gate: one the device cannot hold (threads,
+ *  shared memory, the layout's divisibility rules) fails it, which is
+ *  QATTN_ERR_VARIANT_GATE naming the pin when options pin coopmat, and a
+ *  step down the chain (with the reason) under AUTO. Zero fields are the
+ *  planner's choice. A plan made here is sealed like any other, so run's
+ *  integrity check accepts it and only it. */
+typedef struct qattn_mqa_logits_geometry {
+    int32_t m_tiles;            /* 16-pair m-tiles of q per subgroup: 1, 2 or 4 */
+    int32_t n_tiles;            /* 16-column n-tiles per KV tile: 1..4 */
+    int32_t rows_per_workgroup; /* the planner keeps >= 2 rows; 1 allows one */
+} qattn_mqa_logits_geometry;
+QATTN_API qattn_status qattn_experimental_mqa_logits_plan_create(
+    qattn_context *ctx, const qattn_mqa_logits_args *args, const qattn_mqa_logits_options *options,
+    const qattn_mqa_logits_geometry *geometry, qattn_mqa_logits_plan *plan);
 /** Runs a plan; never allocates; workspace as for decode. */
 QATTN_API qattn_status qattn_mqa_logits_run(qattn_context *ctx,
                                             const qattn_mqa_logits_plan *plan,
