@@ -417,6 +417,7 @@ static int qh_supports_op(void *p, qattn_op op, const void *plan) {
     case QATTN_OP_DECODE: return qh_decode_supported(be, plan);
     case QATTN_OP_KV_STORE: return 1;
     case QATTN_OP_MQA_LOGITS: return qh_mqa_supported(be, plan);
+    case QATTN_OP_PAGED_MQA_LOGITS: return 0; /* no HIP kernel yet: the slot is NULL */
     }
     return 0;
 }

@@ -133,13 +133,20 @@ static qattn_status fetch_i32(qattn_context *ctx, const qattn_tensor *t, int32_t
     return QATTN_OK;
 }
 
-static qattn_status check_decode_indices(qattn_context *ctx, const qattn_decode_args *a) {
-    const int64_t B = a->q.shape[0], n_pages = a->kv_indices.shape[0];
-    const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0), P = a->page_size;
+/* The page table of a paged op (spec 2): B requests, n_slots cache slots,
+ * pages of P keys, max_kv_len. */
+typedef struct page_table {
+    const qattn_tensor *indptr, *indices, *lens;
+    int64_t B, n_slots, P, max_kv_len;
+} page_table;
+
+static qattn_status check_page_table(qattn_context *ctx, const page_table *a) {
+    const int64_t B = a->B, n_pages = a->indices->shape[0];
+    const int64_t n_slots = a->n_slots, P = a->P;
     int32_t *indptr = NULL, *lens = NULL, *pages = NULL;
-    qattn_status s = fetch_i32(ctx, &a->kv_indptr, &indptr);
-    if (s == QATTN_OK) s = fetch_i32(ctx, &a->kv_lens, &lens);
-    if (s == QATTN_OK) s = fetch_i32(ctx, &a->kv_indices, &pages);
+    qattn_status s = fetch_i32(ctx, a->indptr, &indptr);
+    if (s == QATTN_OK) s = fetch_i32(ctx, a->lens, &lens);
+    if (s == QATTN_OK) s = fetch_i32(ctx, a->indices, &pages);
     for (int64_t b = 0; s == QATTN_OK && b < B; ++b) {
         int64_t lo = indptr[b], hi = indptr[b + 1], L = lens[b];
         if (lo < 0 || hi < lo || hi > n_pages) {
@@ -168,6 +175,12 @@ static qattn_status check_decode_indices(qattn_context *ctx, const qattn_decode_
     free(lens);
     free(pages);
     return s;
+}
+
+static qattn_status check_decode_indices(qattn_context *ctx, const qattn_decode_args *a) {
+    const page_table t = {&a->kv_indptr, &a->kv_indices, &a->kv_lens, a->q.shape[0],
+                          qattn__cache_slots(&a->k_cache, 0), a->page_size, a->max_kv_len};
+    return check_page_table(ctx, &t);
 }
 
 static qattn_status check_store_indices(qattn_context *ctx, const qattn_kv_store_args *a) {
@@ -361,5 +374,80 @@ qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx, const qattn_mqa_logits
                            ctx->iface->name);
     qattn_status s = ctx->iface->mqa_matrix_ceiling(ctx->be, plan, tflops);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_matrix_ceiling");
+    return QATTN_OK;
+}
+
+/* ---- paged MQA logits ------------------------------------------------------ */
+#define PAGED_MQA_TAG 0x716174747061676dull /* "qattpagm" */
+
+_Static_assert(offsetof(qattn_paged_mqa_logits_plan, integrity) + sizeof(uint64_t) ==
+                   sizeof(qattn_paged_mqa_logits_plan),
+               "qattn_paged_mqa_logits_plan.integrity must be the last member");
+
+static uint64_t paged_mqa_digest(const qattn_paged_mqa_logits_plan *p) {
+    return digest(PAGED_MQA_TAG, p, offsetof(qattn_paged_mqa_logits_plan, integrity));
+}
+
+static uint64_t paged_mqa_layout(const qattn_paged_mqa_logits_args *a) {
+    /* Not the page table: its length changes every step. */
+    const qattn_tensor *ts[] = {&a->q, &a->k_cache, &a->k_scale, &a->weights, &a->logits};
+    uint64_t h = PAGED_MQA_TAG ^ (uint64_t)(uint32_t)a->page_size ^ ((uint64_t)(uint32_t)a->max_kv_len << 32);
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) h = fold_tensor(h, ts[i]);
+    return h;
+}
+
+void qattn__seal_paged_mqa_logits_plan(qattn_paged_mqa_logits_plan *out,
+                                       const qattn_paged_mqa_logits_plan *p,
+                                       const qattn_paged_mqa_logits_args *a) {
+    memmove(out, p, sizeof *out);
+    out->args_layout = paged_mqa_layout(a);
+    out->integrity = paged_mqa_digest(out);
+}
+
+qattn_status qattn_paged_mqa_logits_run(qattn_context *ctx, const qattn_paged_mqa_logits_plan *plan,
+                                        const qattn_paged_mqa_logits_args *args, qattn_buffer *workspace,
+                                        uint64_t workspace_offset) {
+    if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    qattn_status s = qattn__validate_paged_mqa_logits(args, ctx->last_error, sizeof ctx->last_error);
+    if (s != QATTN_OK) return s;
+    const qattn_tensor ts[] = {args->q, args->k_cache, args->k_scale, args->weights, args->kv_indptr,
+                               args->kv_indices, args->kv_lens, args->logits};
+    const char *const names[] = {"q", "k_cache", "k_scale", "weights", "kv_indptr", "kv_indices",
+                                 "kv_lens", "logits"};
+    if ((s = check_owner(ctx, ts, names, 8)) != QATTN_OK) return s;
+    if (plan->integrity != paged_mqa_digest(plan))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "plan: its bytes changed after planning (integrity digest differs); "
+                           "make plans only with qattn_paged_mqa_logits_plan_create or _compute");
+    if (plan->batch != args->q.shape[0] || plan->rows != args->q.shape[1] ||
+        plan->heads != args->q.shape[2] || plan->head_dim != args->q.shape[3] ||
+        plan->q_dtype != args->q.dtype || plan->k_dtype != args->k_cache.dtype ||
+        plan->page_size != args->page_size || plan->max_kv_len != args->max_kv_len)
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "plan: made for B=%d N=%d H=%d D=%d q %s k %s page_size %d max_kv_len %d, "
+                           "args differ",
+                           (int)plan->batch, (int)plan->rows, (int)plan->heads, (int)plan->head_dim,
+                           qattn_dtype_name(plan->q_dtype), qattn_dtype_name(plan->k_dtype),
+                           (int)plan->page_size, (int)plan->max_kv_len);
+    if (plan->args_layout != paged_mqa_layout(args))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "args: a dtype, stride, shape or 16-byte alignment of q, k_cache, k_scale, "
+                           "weights or logits differs from what the plan was made for; plan again");
+    qattn_workspace ws;
+    s = check_plan_launch(ctx, QATTN_OP_PAGED_MQA_LOGITS, "paged_mqa_logits", plan,
+                          qattn_paged_mqa_variant_name(plan->variant), plan->shared_bytes,
+                          plan->workspace_bytes, ctx->iface->paged_mqa_logits != NULL, workspace,
+                          workspace_offset, &ws);
+    if (s != QATTN_OK) return s;
+    if (check_indices_enabled()) {
+        const page_table t = {&args->kv_indptr, &args->kv_indices, &args->kv_lens, args->q.shape[0],
+                              qattn__paged_mqa_slots(&args->k_cache, 0), args->page_size,
+                              args->max_kv_len};
+        if ((s = check_page_table(ctx, &t)) != QATTN_OK) return s;
+    }
+    s = ctx->iface->paged_mqa_logits(ctx->be, plan, args, &ws);
+    if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_paged_mqa_logits_run");
+    ctx->ops_run = 1;
     return QATTN_OK;
 }
