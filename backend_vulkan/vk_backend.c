@@ -19,6 +19,8 @@ static int vk_supports_op(void *be, qattn_op op, const void *plan) {
 #else
         return 0;
 #endif
+    case QATTN_OP_PAGED_MQA_LOGITS:
+        return qattn_vk_paged_mqa_supports(vk, (const qattn_paged_mqa_logits_plan *)plan);
     }
     return 0;
 }
@@ -43,6 +45,7 @@ static const qattn_backend_iface VULKAN_IFACE = {
 #else
     .mqa_logits = NULL, /* vk_mqa_logits.c not in this build: op unsupported */
 #endif
+    .paged_mqa_logits = qattn_vk_paged_mqa_logits,
     .synchronize = qattn_vk_synchronize,
     .last_op_time_ms = qattn_vk_last_op_time_ms,
     .read_stream = qattn_vk_read_stream,

@@ -74,8 +74,9 @@ static void add_reason(qattn_paged_mqa_logits_plan *p, const char *fmt, ...) {
 }
 
 /* Shared bytes of the SIMT kernel for a tile of kt keys: the keys as f16,
- * their scales and their slot-validity flags (the shader declares these). */
-static int64_t simt_shared(int64_t kt, int64_t D) { return kt * D * 2 + kt * 4 + kt * 4; }
+ * their scales, byte offsets and slot-validity flags (the shader declares
+ * exactly these). */
+static int64_t simt_shared(int64_t kt, int64_t D) { return kt * D * 2 + kt * 4 * 3; }
 
 /* Whether every start of a 16-code chunk a kernel loads lies on 16 bytes:
  * the tensor's offset and each stride of a dimension of extent > 1 (the
@@ -169,7 +170,7 @@ qattn_status qattn_paged_mqa_logits_plan_compute(const qattn_device_caps *caps,
         add_reason(&p, "splits: %" PRId64 " of %d keys (target %" PRId64 " workgroups over %" PRId64
                    " requests)", splits, (int)p.keys_per_split, target, B);
     }
-    if (splits * p.keys_per_split > INT32_MAX)
+    if (splits * p.keys_per_split + kt > INT32_MAX) /* the kernel's tile starts pass the end by < kt */
         return qattn__err(err, err_size, QATTN_ERR_OVERFLOW,
                           "max_kv_len: %" PRId64 " rounded up to %d-key splits exceeds int32", M,
                           (int)p.keys_per_split);
