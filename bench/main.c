@@ -53,7 +53,7 @@ static const char USAGE[] =
     "usage: qattn-bench [options]\n"
     "  --backend auto|cpu|vulkan|hip   backend to run on (auto: hip, then vulkan, then cpu)\n"
     "  --device SEL                    device index or name substring\n"
-    "  --op decode|kv_store|mqa_logits only presets of this op\n"
+    "  --op decode|kv_store|mqa_logits|paged_mqa_logits only presets of this op\n"
     "  --preset A,B,...                these presets (see --list)\n"
     "  --seeds                         the seeds' full-size presets (default: the quick ones)\n"
     "  --shape SPEC                    a decode shape instead of presets (repeatable):\n"
@@ -99,7 +99,12 @@ static void json_result(FILE *f, const bench_preset *p, const qattn_device_caps 
             json_str(caps->device_name, dev, sizeof dev), r->variant, r->splits, r->timer, r->median_us, r->min_us,
             r->max_us, r->bytes, r->flops, r->verified ? "true" : "false", r->worst_ratio, r->ceiling_tflops,
             json_str(r->error, msg, sizeof msg));
-    if (p->op == BENCH_MQA_LOGITS)
+    if (p->op == BENCH_PAGED_MQA)
+        fprintf(f, "\"floor_bytes\": %.0f, \"shape\": {\"B\": %d, \"N\": %d, \"H\": %d, \"D\": %d, \"dtype\": \"%s\", "
+                   "\"context\": %d, \"page\": %d}, ",
+                r->floor_bytes, p->batch, p->rows, p->heads, p->mqa_dim, qattn_dtype_name(p->kv_dtype), p->keys,
+                p->page_size);
+    else if (p->op == BENCH_MQA_LOGITS)
         fprintf(f, "\"shape\": {\"S\": %d, \"S_kv\": %d, \"H\": %d, \"D\": %d, \"dtype\": \"%s\"}, ", p->S,
                 p->S_kv, p->heads, p->mqa_dim, qattn_dtype_name(p->kv_dtype));
     else
@@ -278,6 +283,7 @@ int main(int argc, char **argv) {
 #endif
                  p->op == BENCH_DECODE     ? bench_decode(ctx, p, &cfg, &r)
                  : p->op == BENCH_KV_STORE ? bench_kv_store(ctx, p, &cfg, &r)
+                 : p->op == BENCH_PAGED_MQA ? bench_paged_mqa_logits(ctx, p, &cfg, &r)
                                            : bench_mqa_logits(ctx, p, &cfg, &r);
         ++ran;
         if (rc != 0 || !r.verified) ++failures;
@@ -291,9 +297,19 @@ int main(int argc, char **argv) {
             const int mem = p->op != BENCH_MQA_LOGITS;
             pct(pr, sizeof pr, mem ? gbs : 0, read_gbps);
             pct(pc, sizeof pc, mem ? gbs : 0, copy_gbps);
-            char share[48] = "";
+            char share[96] = "";
             if (r.ceiling_tflops > 0)
                 snprintf(share, sizeof share, ", %.1f %% of the matrix ceiling", 100.0 * tf / r.ceiling_tflops);
+            if (r.floor_bytes > 0) {
+                /* The op's floor: its K read once at the read rate, or its
+                 * FLOPs at the matrix ceiling, whichever is longer. */
+                const double mem_us = read_gbps > 0 ? r.floor_bytes / (read_gbps * 1e3) : 0;
+                const double mat_us = r.ceiling_tflops > 0 ? r.flops / (r.ceiling_tflops * 1e6) : 0;
+                const double fl = mem_us > mat_us ? mem_us : mat_us;
+                if (fl > 0)
+                    snprintf(share, sizeof share, ", %.0f%% mem %.0f%% mat floor, x%.2f", 100.0 * mem_us / r.median_us,
+                             100.0 * mat_us / r.median_us, r.median_us / fl);
+            }
             printf("%-26s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f %6s %6s  %s (worst err/tol %.3g, %s timer%s)\n",
                    p->name, bench_op_name(p->op), r.variant, r.splits, r.median_us, r.min_us, r.max_us, gbs, tf, pr,
                    pc, r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer, share);
