@@ -154,7 +154,7 @@ int main(int argc, char **argv) {
                 char shape[160];
                 bench_preset_describe(&BENCH_PRESETS[k], shape, sizeof shape);
                 printf("%-26s %-10s %-5s %s\n", BENCH_PRESETS[k].name, bench_op_name(BENCH_PRESETS[k].op),
-                       BENCH_PRESETS[k].small ? "quick" : "seed", shape);
+                       BENCH_PRESETS[k].small == 2 ? "named" : BENCH_PRESETS[k].small ? "quick" : "seed", shape);
             }
             return 0;
         } else if (!strcmp(a, "--seeds")) {
@@ -273,7 +273,11 @@ int main(int argc, char **argv) {
     const int n_list = n_shapes ? n_shapes : BENCH_PRESET_COUNT;
     for (int k = 0; k < n_list; ++k) {
         const bench_preset *p = n_shapes ? &shapes[k] : &BENCH_PRESETS[k];
-        if (!n_shapes && (presets ? !wanted(presets, p->name) : (seeds ? p->small : !p->small))) continue;
+        /* small 2: by name, or with --seeds and --op (kept out of the plain seeds run) */
+        const int chosen = presets ? wanted(presets, p->name)
+                           : p->small == 2 ? seeds && op != NULL
+                           : seeds ? !p->small : p->small;
+        if (!n_shapes && !chosen) continue;
         if (op && strcmp(op, bench_op_name(p->op)) != 0) continue;
         bench_result r;
         memset(&r, 0, sizeof r);

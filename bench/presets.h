@@ -13,7 +13,8 @@ typedef enum bench_op { BENCH_DECODE, BENCH_KV_STORE, BENCH_MQA_LOGITS, BENCH_PA
 typedef struct bench_preset {
     const char *name;
     bench_op op;
-    int small;           /* 1: part of the quick set (cpu, demo, CI) */
+    int small;           /* 1: part of the quick set (cpu, demo, CI); 0: of --seeds;
+                            2: run by name, or by --seeds with --op */
     /* decode / kv store; paged MQA logits: B = batch, N = rows, context =
      * keys (every request at full length), page_size, H = heads, D = mqa_dim */
     int batch, rows, q_heads, kv_heads, head_dim, keys, page_size;
