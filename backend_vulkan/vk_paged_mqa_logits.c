@@ -17,7 +17,7 @@ typedef struct pm_push {
 /* Specialization constant ids of the shader. */
 enum {
     SPEC_NTH, SPEC_D, SPEC_NROWS, SPEC_H, SPEC_P, SPEC_B, SPEC_Q_FNUZ, SPEC_K_FNUZ, SPEC_ALIGN16,
-    SPEC_K_PAGED, SPEC_S_PAGED, SPEC_COUNT
+    SPEC_K_PAGED, SPEC_S_PAGED, SPEC_QSTAGE, SPEC_COUNT
 };
 
 #define PM_SHADER "paged_mqa_logits_simt"
@@ -27,6 +27,7 @@ int qattn_vk_paged_mqa_supports(qattn_vk *vk, const qattn_paged_mqa_logits_plan 
     if (p->workgroup_size < 1 || (uint32_t)p->workgroup_size > vk->caps.max_workgroup_size) return 0;
     if (p->kv_tile != p->workgroup_size || p->shared_bytes > vk->caps.max_shared_bytes) return 0;
     if (p->load_bytes != 1 && p->load_bytes != 16) return 0;
+    if (p->q_staged && p->q_stage_bytes != p->heads * p->head_dim * 2) return 0;
     for (int i = 0; i < 3; ++i)
         if (p->grid[i] < 1 || p->grid[i] > vk->props.limits.maxComputeWorkGroupCount[i]) return 0;
     return p->keys_per_split >= p->kv_tile && p->keys_per_split % p->kv_tile == 0;
@@ -89,6 +90,7 @@ qattn_status qattn_vk_paged_mqa_logits(void *be, const qattn_paged_mqa_logits_pl
     spec[SPEC_ALIGN16] = plan->load_bytes == 16;
     spec[SPEC_K_PAGED] = (uint32_t)k_paged;
     spec[SPEC_S_PAGED] = (uint32_t)s_paged;
+    spec[SPEC_QSTAGE] = plan->q_staged ? 1u : 0u;
     VkPipeline pipe;
     qattn_status s = qattn_vk_pipeline(vk, PM_SHADER, spec, SPEC_COUNT, sizeof p, 0, &pipe);
     if (s != QATTN_OK) return s;

@@ -131,8 +131,8 @@ int bench_paged_mqa_logits(qattn_context *ctx, const bench_preset *p, const benc
         snprintf(res->error, sizeof res->error, "plan: %s", qattn_last_error(ctx));
         goto done;
     }
-    snprintf(res->variant, sizeof res->variant, "%s/t%d", qattn_paged_mqa_variant_name(l.plan.variant),
-             (int)l.plan.kv_tile);
+    snprintf(res->variant, sizeof res->variant, "%s/t%d%s", qattn_paged_mqa_variant_name(l.plan.variant),
+             (int)l.plan.kv_tile, l.plan.q_staged ? "q" : "");
     res->splits = l.plan.num_splits;
     res->ceiling_tflops = matrix_ceiling(ctx, H, D);
     logits = malloc((size_t)B * N * lrow * 4);

@@ -14,7 +14,11 @@
 //      consecutive threads in 16-byte loads, and keeps them as f16 (exact
 //      for fp8) with their scales in shared memory;
 //   3. thread j scores position j of the tile for every row of the request:
-//      sum_h w[t, h] * max(0, scale * q[t, h] . k), f32 throughout.
+//      sum_h w[t, h] * max(0, scale * q[t, h] . k), f32 throughout. With
+//      QSTAGE (the plan's q_staged) the workgroup first decodes the row's q
+//      once into shared memory as f16 (exact), so no thread decodes q
+//      itself; without it (q too large for the device's shared memory)
+//      every thread decodes q from its 16-byte loads.
 // Every column of the split no row sees gets -inf when clean_logits is set.
 // Positions past the request's length are never read: a split that starts
 // past it only writes its -inf.
@@ -34,6 +38,7 @@ layout(constant_id = 7) const bool K_FNUZ = false;  // k codes are e4m3fnuz
 layout(constant_id = 8) const bool ALIGN16 = true;  // q and key rows start 16-byte aligned
 layout(constant_id = 9) const bool K_PAGED = false; // k_cache is [N_pages, P, D]
 layout(constant_id = 10) const bool S_PAGED = false; // k_scale is [N_pages, P]
+layout(constant_id = 11) const bool QSTAGE = false; // a row's q decoded once per tile into shared memory
 
 // Mirrored by pm_push in backend_vulkan/vk_paged_mqa_logits.c (std430).
 layout(push_constant, std430) uniform Push {
@@ -54,6 +59,7 @@ shared uint sk[(D / 2) * NTH]; // f16 pairs, pair-major: sk[pair * NTH + positio
 shared float ss[NTH];          // scales
 shared uint soff[NTH];         // key's byte offset from pc.k (inside the cache: < 2^31)
 shared int sok[NTH];           // 1: the position has a slot
+shared uint sq[QSTAGE ? H * D / 2 : 1]; // QSTAGE: one row's q as f16 pairs, [head][pair]
 
 // 16 codes at byte address a.
 uvec4 load16(uint64_t a) {
@@ -134,22 +140,46 @@ void main() {
             }
             barrier();
             // 3. position p for every row of the request
-            if (p >= t_end) continue;
+            const bool live = p < t_end;
             for (int t = 0; t < NROWS; ++t) {
+                const int last = L - NROWS + t; // the row sees positions <= last
+                if (base > last && pc.clean == 0) continue; // uniform: nothing of the tile to write
+                const uint64_t qrow = pc.q + uint64_t(int64_t(b) * pc.q_b + int64_t(t) * pc.q_t);
+                if (QSTAGE && base <= last) {
+                    barrier(); // the previous row's readers are done
+                    for (int idx = tid; idx < H * D / 4; idx += NTH) {
+                        const int h = idx / (D / 4), c = idx % (D / 4);
+                        const uint64_t a = qrow + uint64_t(h * pc.q_h + 4 * c);
+                        const uint w = ALIGN16 ? RefU32(a).v[0]
+                                               : uint(RefU8(a).v[0]) | (uint(RefU8(a).v[1]) << 8) |
+                                                     (uint(RefU8(a).v[2]) << 16) | (uint(RefU8(a).v[3]) << 24);
+                        const vec4 v = decode4(w, Q_FNUZ);
+                        sq[h * (D / 2) + 2 * c] = packHalf2x16(v.xy);
+                        sq[h * (D / 2) + 2 * c + 1] = packHalf2x16(v.zw);
+                    }
+                    barrier();
+                }
+                if (!live) continue;
                 const int64_t lrow = int64_t(b) * pc.l_b + int64_t(t) * pc.l_t;
-                if (ok && p <= L - NROWS + t) {
-                    const uint64_t qrow = pc.q + uint64_t(int64_t(b) * pc.q_b + int64_t(t) * pc.q_t);
+                if (ok && p <= last) {
                     const uint64_t wrow = qa_at(pc.weights, int64_t(b) * pc.w_b + int64_t(t) * pc.w_t, 4u);
                     float outv = 0.0;
                     for (int h = 0; h < H; ++h) {
                         float acc = 0.0;
-                        for (int dc = 0; dc < D16; ++dc) {
-                            const uvec4 w = load16(qrow + uint64_t(h * pc.q_h + dc * 16));
-                            [[unroll]] for (int i = 0; i < 4; ++i) {
-                                const vec4 qv = decode4(w[i], Q_FNUZ);
-                                const vec2 k0 = unpackHalf2x16(sk[(dc * 8 + 2 * i) * NTH + tid]);
-                                const vec2 k1 = unpackHalf2x16(sk[(dc * 8 + 2 * i + 1) * NTH + tid]);
-                                acc += dot(qv, vec4(k0, k1));
+                        if (QSTAGE) {
+                            for (int j = 0; j < D / 2; j += 2) {
+                                const vec4 qv = vec4(unpackHalf2x16(sq[h * (D / 2) + j]), unpackHalf2x16(sq[h * (D / 2) + j + 1]));
+                                acc += dot(qv, vec4(unpackHalf2x16(sk[j * NTH + tid]), unpackHalf2x16(sk[(j + 1) * NTH + tid])));
+                            }
+                        } else {
+                            for (int dc = 0; dc < D16; ++dc) {
+                                const uvec4 w = load16(qrow + uint64_t(h * pc.q_h + dc * 16));
+                                [[unroll]] for (int i = 0; i < 4; ++i) {
+                                    const vec4 qv = decode4(w[i], Q_FNUZ);
+                                    const vec2 k0 = unpackHalf2x16(sk[(dc * 8 + 2 * i) * NTH + tid]);
+                                    const vec2 k1 = unpackHalf2x16(sk[(dc * 8 + 2 * i + 1) * NTH + tid]);
+                                    acc += dot(qv, vec4(k0, k1));
+                                }
                             }
                         }
                         outv += RefF32(wrow).v[h] * max(0.0, ss[tid] * acc);

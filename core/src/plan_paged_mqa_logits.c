@@ -15,6 +15,11 @@
  *   its scale into shared memory, and all N rows of the request score the
  *   tile from there. K is read once per request, never once per row.
  * - One thread per key of the tile, so kv_tile = workgroup_size.
+ * - q_staged: per tile and row, the workgroup decodes the row's H x D q
+ *   codes once into shared memory (f16, exact), so the threads' inner loop
+ *   is two shared reads and a dot per four products instead of an fp8
+ *   decode per product. Taken when the q row fits beside a tile of at
+ *   least Q_STAGE_MIN_TILE keys; otherwise each thread decodes q itself.
  *
  * Choices
  * - workgroup_size 128 (four 32-lane or two 64-lane subgroups: enough
@@ -39,6 +44,7 @@
 
 #define PM_THREADS 128      /* workgroup size before the shared-memory fit */
 #define PM_MIN_THREADS 16   /* smallest tile the fit may reach */
+#define Q_STAGE_MIN_TILE 32 /* staging q is worth no smaller tile */
 #define MIN_SPLIT_TILES 4   /* a split keeps at least this many tiles */
 #define SPLIT_WAVES 2       /* workgroups in flight x this = split target */
 #define MAX_GRID 65535      /* Vulkan's guaranteed maxComputeWorkGroupCount */
@@ -130,17 +136,29 @@ qattn_status qattn_paged_mqa_logits_plan_compute(const qattn_device_caps *caps,
     p.page_size = args->page_size;
     p.max_kv_len = args->max_kv_len;
 
-    int64_t kt = min64(PM_THREADS, caps->max_workgroup_size ? caps->max_workgroup_size : 128);
-    while (kt > PM_MIN_THREADS && simt_shared(kt, D) > caps->max_shared_bytes) kt /= 2;
-    if (simt_shared(kt, D) > caps->max_shared_bytes)
-        return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE,
-                          "simt: a %" PRId64 "-key tile of D = %" PRId64 " needs %" PRId64
-                          " B of shared memory, device allows %u",
-                          kt, D, simt_shared(kt, D), (unsigned)caps->max_shared_bytes);
-    if (kt < PM_THREADS) add_reason(&p, "simt: %" PRId64 "-key tiles fit the shared memory", kt);
+    /* The largest tile (threads) that fits with q staged, unless that is
+     * below Q_STAGE_MIN_TILE; then the largest that fits without. */
+    const int64_t threads = min64(PM_THREADS, caps->max_workgroup_size ? caps->max_workgroup_size : 128);
+    const int64_t qb = H * D * 2;
+    int64_t kt = threads;
+    while (kt > Q_STAGE_MIN_TILE && simt_shared(kt, D) + qb > caps->max_shared_bytes) kt /= 2;
+    p.q_staged = simt_shared(kt, D) + qb <= caps->max_shared_bytes;
+    if (!p.q_staged) {
+        add_reason(&p, "q not staged: its %" PRId64 " B and a %" PRId64 "-key tile exceed the %u B of shared memory",
+                   qb, kt, (unsigned)caps->max_shared_bytes);
+        kt = threads;
+        while (kt > PM_MIN_THREADS && simt_shared(kt, D) > caps->max_shared_bytes) kt /= 2;
+        if (simt_shared(kt, D) > caps->max_shared_bytes)
+            return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE,
+                              "simt: a %" PRId64 "-key tile of D = %" PRId64 " needs %" PRId64
+                              " B of shared memory, device allows %u",
+                              kt, D, simt_shared(kt, D), (unsigned)caps->max_shared_bytes);
+    }
+    if (kt < threads) add_reason(&p, "simt: %" PRId64 "-key tiles fit the shared memory", kt);
     p.workgroup_size = (int32_t)kt;
     p.kv_tile = (int32_t)kt;
-    p.shared_bytes = (uint32_t)simt_shared(kt, D);
+    p.q_stage_bytes = p.q_staged ? (int32_t)qb : 0;
+    p.shared_bytes = (uint32_t)(simt_shared(kt, D) + p.q_stage_bytes);
     p.load_bytes = aligned16(&args->q) && aligned16(&args->k_cache) ? 16 : 1;
     if (p.load_bytes == 1) add_reason(&p, "byte loads: a q or k_cache row start is not 16-byte aligned");
 

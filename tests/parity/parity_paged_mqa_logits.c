@@ -17,7 +17,9 @@
  * --variant NAME pins the variant ("simt"); another op's variant name is
  * counted as refused. The case named paged_mqa_logits/wide (B 4, N 8, H 64,
  * D 128, 3000 keys of pages of 64) runs once as planned and once with
- * splits of one tile (tens of splits per request).
+ * splits of one tile (tens of splits per request); paged_mqa_logits/bigq
+ * (H 64, D 256) has a q row too large to stage beside a tile on devices
+ * with 32 KiB of shared memory, so there each thread decodes q itself.
  */
 #include <math.h>
 #include <stdio.h>
@@ -135,9 +137,10 @@ static void run_case(parity_ctx *pc, const pm_cfg *c, int one_tile_splits, const
                         (int)dplan.keys_per_split, msg);
             } else {
                 char detail[160];
-                snprintf(detail, sizeof detail, "%s, %d splits of %d, %d-byte loads",
+                snprintf(detail, sizeof detail, "%s, %d splits of %d, %d-byte loads%s",
                          qattn_paged_mqa_variant_name(dplan.variant), (int)dplan.num_splits,
-                         (int)dplan.keys_per_split, (int)dplan.load_bytes);
+                         (int)dplan.keys_per_split, (int)dplan.load_bytes,
+                         dplan.q_staged ? ", q staged" : ", q per thread");
                 pt_pass(pc, name, detail);
             }
         }
@@ -197,6 +200,15 @@ static void run_paged_mqa_logits(parity_ctx *pc) {
     w.max_len = 3000;
     run_case(pc, &w, 0, "paged_mqa_logits/wide_B4_N8_H64_D128_P64_3000");
     run_case(pc, &w, 1, "paged_mqa_logits/wide_B4_N8_H64_D128_P64_3000_tilesplits");
+    /* q of 64 heads x 256 dims (32 KiB as f16): staged on devices with the
+     * shared memory, decoded per thread on the others (lavapipe) */
+    w.B = 2;
+    w.N = 3;
+    w.D = 256;
+    w.P = 16;
+    w.max_len = 200;
+    w.kt = QATTN_FP8_E4M3FNUZ;
+    run_case(pc, &w, 0, "paged_mqa_logits/bigq_B2_N3_H64_D256_P16");
 }
 
 const parity_op parity_op_paged_mqa_logits = {"paged_mqa_logits", run_paged_mqa_logits};

@@ -583,6 +583,10 @@ typedef struct qattn_paged_mqa_logits_plan {
     int32_t workgroup_size;
     int32_t kv_tile;              /* keys per tile */
     int32_t load_bytes;           /* 16: q and key rows start 16-byte aligned; else 1 */
+    /** 1: each row's q is decoded once per tile into shared memory
+     *  (q_stage_bytes of shared_bytes) rather than by every thread */
+    int32_t q_staged;
+    int32_t q_stage_bytes;
     int32_t num_splits;
     int32_t keys_per_split;       /* a multiple of kv_tile */
     uint32_t grid[3];
