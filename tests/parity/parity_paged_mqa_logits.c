@@ -10,7 +10,8 @@
  * mix, clean on and off, the fused layouts (codes then the scale in each
  * slot row; P rows of codes then P scales in each page), the rank-3 cache,
  * padded rows with unaligned offsets (byte loads), every out-of-range index
- * kind of spec 2 (computed as the reference computes it), and splits forced
+ * kind of spec 2 (computed as the reference computes it; with
+ * QATTN_CHECK_INDICES=1 refused with nothing written), and splits forced
  * to one tile. Inputs come from paged_mqa_case.h; the reference is the cpu
  * backend, itself checked against that header's f64 oracle.
  *
@@ -21,6 +22,7 @@
  * (H 64, D 256) has a q row too large to stage beside a tile on devices
  * with 32 KiB of shared memory, so there each thread decodes q itself.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +133,29 @@ static void run_case(parity_ctx *pc, const pm_cfg *c, int one_tile_splits, const
                         ref_v[o_] = f;
                     }
             bad = pm_check(&k, dev.img, ref_v, A, vis, PT_POISON, 0, msg, sizeof msg);
+            if (!bad && c->bad) {
+                /* the index mode: refused before launching, nothing written */
+                const qattn_status before = qattn_buffer_upload(pc->dev, dev.bufs[PM_LOGITS], 0,
+                                                                k.img[PM_LOGITS], k.bytes[PM_LOGITS]);
+                setenv("QATTN_CHECK_INDICES", "1", 1);
+                const qattn_status st = qattn_paged_mqa_logits_run(pc->dev, &dplan, &dev.a, NULL, 0);
+                unsetenv("QATTN_CHECK_INDICES");
+                if (before != QATTN_OK || st != QATTN_ERR_INDEX_OUT_OF_RANGE) {
+                    bad = 1;
+                    snprintf(msg, sizeof msg, "QATTN_CHECK_INDICES=1: %s, want QATTN_ERR_INDEX_OUT_OF_RANGE",
+                             qattn_status_name(st));
+                } else if (qattn_buffer_download(pc->dev, dev.bufs[PM_LOGITS], 0, dev.img, k.bytes[PM_LOGITS]) !=
+                           QATTN_OK) {
+                    bad = 1;
+                    snprintf(msg, sizeof msg, "download failed");
+                } else {
+                    for (size_t i = 0; i < k.bytes[PM_LOGITS] && !bad; ++i)
+                        if (dev.img[i] != PT_POISON) {
+                            bad = 1;
+                            snprintf(msg, sizeof msg, "QATTN_CHECK_INDICES=1 refused the call but byte %zu was written", i);
+                        }
+                }
+            }
             if (bad) {
                 pt_fail(pc, &rng, name, "%lld mismatches (%s plan, %d splits of %d), first %s", (long long)bad,
                         qattn_paged_mqa_variant_name(dplan.variant), (int)dplan.num_splits,
