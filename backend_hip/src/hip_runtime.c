@@ -417,7 +417,7 @@ static int qh_supports_op(void *p, qattn_op op, const void *plan) {
     case QATTN_OP_DECODE: return qh_decode_supported(be, plan);
     case QATTN_OP_KV_STORE: return 1;
     case QATTN_OP_MQA_LOGITS: return qh_mqa_supported(be, plan);
-    case QATTN_OP_PAGED_MQA_LOGITS: return 0; /* no HIP kernel yet: the slot is NULL */
+    case QATTN_OP_PAGED_MQA_LOGITS: return qh_paged_mqa_supported(be, plan);
     }
     return 0;
 }
@@ -449,6 +449,14 @@ static qattn_status qh_mqa_logits_slot(void *p, const qattn_mqa_logits_plan *pla
     return s;
 }
 
+static qattn_status qh_paged_mqa_logits_slot(void *p, const qattn_paged_mqa_logits_plan *plan,
+                                             const qattn_paged_mqa_logits_args *a, const qattn_workspace *ws) {
+    const int prev = qh_enter(p);
+    qattn_status s = qh_paged_mqa_logits(p, plan, a, ws);
+    qh_leave(p, prev);
+    return s;
+}
+
 static const qattn_backend_iface qh_iface = {
     .name = "hip",
     .abi_version = QATTN_BACKEND_ABI,
@@ -465,6 +473,7 @@ static const qattn_backend_iface qh_iface = {
     .decode = qh_decode_slot,
     .kv_store = qh_kv_store_slot,
     .mqa_logits = qh_mqa_logits_slot,
+    .paged_mqa_logits = qh_paged_mqa_logits_slot,
     .synchronize = qh_synchronize,
     .last_op_time_ms = qh_last_op_time_ms,
     .read_stream = qh_read_stream,
