@@ -78,9 +78,13 @@ qattn_status qh_paged_mqa_logits(void *vbe, const qattn_paged_mqa_logits_plan *p
                        "paged_mqa_logits: the plan loads q and k_cache in aligned words but a buffer's "
                        "device address is not 16-byte aligned");
     p.aligned4 = plan->load_bytes == 16;
+    /* the plan's formats name the kernel */
+    const int qn = plan->q_dtype == QATTN_FP8_E4M3FNUZ, kn = plan->k_dtype == QATTN_FP8_E4M3FNUZ;
+    const enum qh_kernel_id kernel = qn ? (kn ? QH_K_qattn_paged_mqa_simt_fnuz_fnuz : QH_K_qattn_paged_mqa_simt_fnuz_fn)
+                                        : (kn ? QH_K_qattn_paged_mqa_simt_fn_fnuz : QH_K_qattn_paged_mqa_simt_fn_fn);
     qattn_status s = qh_op_begin(be);
     if (s == QATTN_OK)
-        s = qh_launch_shared(be, QH_K_qattn_paged_mqa_simt, plan->grid[0], plan->grid[1], 1,
+        s = qh_launch_shared(be, kernel, plan->grid[0], plan->grid[1], 1,
                              (unsigned)plan->workgroup_size, plan->shared_bytes, &p, "paged_mqa_logits");
     if (s == QATTN_OK) s = qh_op_end(be);
     return s;

@@ -36,7 +36,6 @@
  *   addresses), so keys and q move in 16-byte loads; 1 otherwise.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,23 +60,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-static void add_reason(qattn_paged_mqa_logits_plan *p, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void add_reason(qattn_paged_mqa_logits_plan *p, const char *fmt, ...) {
-    size_t used = strlen(p->reason);
-    if (used + 3 >= sizeof p->reason) return;
-    if (used) {
-        memcpy(p->reason + used, "; ", 3);
-        used += 2;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->reason + used, sizeof p->reason - used, fmt, ap);
-    va_end(ap);
-}
+#define add_reason(p, ...) qattn__reason_add((p)->reason, sizeof (p)->reason, __VA_ARGS__)
 
 /* Shared bytes of the SIMT kernel for a tile of kt keys: the keys as f16,
  * their scales, byte offsets and slot-validity flags (the shader declares

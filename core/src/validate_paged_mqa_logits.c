@@ -10,11 +10,15 @@
         if (s_ != QATTN_OK) return s_;     \
     } while (0)
 
-static qattn_status dim_is(const qattn_tensor *t, const char *name, int dim, int64_t want,
-                           const char *what, char *err, size_t n) {
-    if (t->shape[dim] != want)
-        return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: shape[%d] = %" PRId64 " but %s is %" PRId64,
-                          name, dim, t->shape[dim], what, want);
+#define dim_is qattn__check_dim
+
+static qattn_status check_scalars(const qattn_paged_mqa_logits_args *a, char *err, size_t n) {
+    if (a->page_size < 1)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "page_size: %d, must be >= 1",
+                          (int)a->page_size);
+    if (a->max_kv_len < 1)
+        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
+                          "max_kv_len: %d, must be >= 1 (the logits' column count)", (int)a->max_kv_len);
     return QATTN_OK;
 }
 
@@ -43,12 +47,7 @@ qattn_status qattn__validate_paged_mqa_logits(const qattn_paged_mqa_logits_args 
     if (H < 1) return qattn__err(err, n, QATTN_ERR_SHAPE, "q: %" PRId64 " heads, must be >= 1", H);
     if (D != 64 && D != 128 && D != 256 && D != 512)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "q: head dim %" PRId64 " not in {64, 128, 256, 512}", D);
-    if (a->page_size < 1)
-        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "page_size: %d, must be >= 1",
-                          (int)a->page_size);
-    if (a->max_kv_len < 1)
-        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
-                          "max_kv_len: %d, must be >= 1 (the logits' column count)", (int)a->max_kv_len);
+    CHECK(check_scalars(a, err, n)); /* before the cache forms and logits compare with them */
     if (a->k_cache.buffer && a->k_cache.rank != 2 && a->k_cache.rank != 3)
         return qattn__err(err, n, QATTN_ERR_SHAPE,
                           "k_cache: rank %d, expected 2 ([N_slots, D]) or 3 ([N_pages, P, D])",
@@ -107,12 +106,7 @@ qattn_status qattn__check_paged_mqa_logits_shapes(const qattn_paged_mqa_logits_a
     const char *const names[] = {"k_scale", "kv_indptr", "kv_indices", "kv_lens", "logits"};
     for (int i = 0; i < 5; ++i)
         CHECK(qattn__check_dims(aux[i], names[i], 0, 3, err, n));
-    if (a->page_size < 1)
-        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "page_size: %d, must be >= 1",
-                          (int)a->page_size);
-    if (a->max_kv_len < 1)
-        return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
-                          "max_kv_len: %d, must be >= 1 (the logits' column count)", (int)a->max_kv_len);
+    CHECK(check_scalars(a, err, n));
     /* Kernels number (request, row, head) triples and q's bytes in int32. */
     const int64_t B = a->q.shape[0], N = a->q.shape[1], H = a->q.shape[2], D = a->q.shape[3];
     int64_t rows = B * N;
