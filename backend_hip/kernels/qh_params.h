@@ -177,7 +177,9 @@ typedef struct qh_paged_mqa_params {
     int32_t nth;             /* threads = positions per tile */
     int32_t grid_y;          /* requests are walked with this stride */
     int32_t k_paged, s_paged, q_staged, aligned4, clean;
-    int32_t q_fmt, k_fmt;    /* QH_FN or QH_FNUZ */
+    int32_t q_fmt, k_fmt;    /* QH_FN or QH_FNUZ; the launched kernel's name carries them
+                                too (hip_paged_mqa_logits.c), these keep a launch's
+                                parameter block self-describing */
     int32_t pad_;
 } qh_paged_mqa_params;
 
