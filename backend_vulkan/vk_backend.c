@@ -15,6 +15,8 @@ static int vk_supports_op(void *be, qattn_op op, const void *plan) {
         return 1;
     case QATTN_OP_MQA_LOGITS:
         return qattn_vk_mqa_supports(vk, (const qattn_mqa_logits_plan *)plan);
+    case QATTN_OP_PAGED_MQA_LOGITS:
+        return qattn_vk_paged_mqa_supports(vk, (const qattn_paged_mqa_logits_plan *)plan);
     }
     return 0;
 }
@@ -41,6 +43,7 @@ static const qattn_backend_iface VULKAN_IFACE = {
     .decode = qattn_vk_decode,
     .kv_store = qattn_vk_kv_store,
     .mqa_logits = qattn_vk_mqa_logits,
+    .paged_mqa_logits = qattn_vk_paged_mqa_logits,
     .synchronize = qattn_vk_synchronize,
     .last_op_time_ms = qattn_vk_last_op_time_ms,
     .last_message = vk_last_message,

@@ -374,6 +374,11 @@ int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *plan);
  * load width: all plan fields); returns how many the plan's variant takes. */
 #define QATTN_VK_MQA_SPEC_COUNT 16
 uint32_t qattn_vk_mqa_spec(const qattn_mqa_logits_plan *plan, uint32_t spec[QATTN_VK_MQA_SPEC_COUNT]);
+/* Paged MQA logits (vk_paged_mqa_logits.c) and whether the device can run
+ * a plan of it (the supports_op answer for QATTN_OP_PAGED_MQA_LOGITS). */
+qattn_status qattn_vk_paged_mqa_logits(void *be, const qattn_paged_mqa_logits_plan *plan,
+                                       const qattn_paged_mqa_logits_args *args, const qattn_workspace *ws);
+int qattn_vk_paged_mqa_supports(qattn_vk *vk, const qattn_paged_mqa_logits_plan *plan);
 /* The matrix ceiling of a coopmat MQA plan (vk_ceiling.c). */
 qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, double *tflops);
 int qattn_vk_decode_supports(qattn_vk *vk, const qattn_decode_plan *plan);

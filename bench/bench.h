@@ -34,6 +34,7 @@ typedef struct bench_result {
     double pattern_us;
     int pattern_verified;  /* 1: its word sum matched the host's */
     char pattern_note[160]; /* why it was not measured or did not match */
+    double floor_bytes;    /* >0: the bytes whose single read is the op's memory floor */
     char timer[16];        /* "device" or "host" */
     char error[256];       /* non-empty: the preset failed to run */
 } bench_result;
@@ -56,5 +57,11 @@ int bench_kv_store(qattn_context *ctx, const bench_preset *p, const bench_config
 int bench_read_bandwidth(qattn_context *ctx, uint64_t bytes, const bench_config *cfg, bench_result *res);
 int bench_mqa_logits(qattn_context *ctx, const bench_preset *p, const bench_config *cfg,
                      bench_result *res);
+/* Paged MQA logits (bench_paged_mqa.c): res->floor_bytes = the K codes and
+ * scales every request reads once; res->ceiling_tflops = the matrix ceiling
+ * qattn_mqa_matrix_ceiling measures for the prefill op's coopmat plan of H
+ * and D (the device's f16 matrix rate), 0 where there is none. */
+int bench_paged_mqa_logits(qattn_context *ctx, const bench_preset *p, const bench_config *cfg,
+                           bench_result *res);
 
 #endif

@@ -56,7 +56,7 @@ static const char USAGE[] =
     "usage: qattn-bench [options]\n"
     "  --backend auto|cpu|vulkan|hip   backend to run on (auto: hip, then vulkan, then cpu)\n"
     "  --device SEL                    device index or name substring\n"
-    "  --op decode|kv_store|mqa_logits only presets of this op\n"
+    "  --op decode|kv_store|mqa_logits|paged_mqa_logits only presets of this op\n"
     "  --preset A,B,...                these presets (see --list)\n"
     "  --seeds                         the seeds' full-size presets (default: the quick ones)\n"
     "  --shape SPEC                    a decode shape instead of presets (repeatable):\n"
@@ -103,7 +103,12 @@ static void json_result(FILE *f, const bench_preset *p, const qattn_device_caps 
             json_str(caps->device_name, dev, sizeof dev), r->variant, r->splits, r->timer, r->median_us, r->min_us,
             r->max_us, r->bytes, r->flops, r->verified ? "true" : "false", r->worst_ratio, r->ceiling_tflops,
             json_str(r->error, msg, sizeof msg), r->pattern_us, r->pattern_verified ? "true" : "false");
-    if (p->op == BENCH_MQA_LOGITS)
+    if (p->op == BENCH_PAGED_MQA)
+        fprintf(f, "\"floor_bytes\": %.0f, \"shape\": {\"B\": %d, \"N\": %d, \"H\": %d, \"D\": %d, \"dtype\": \"%s\", "
+                   "\"context\": %d, \"page\": %d}, ",
+                r->floor_bytes, p->batch, p->rows, p->heads, p->mqa_dim, qattn_dtype_name(p->kv_dtype), p->keys,
+                p->page_size);
+    else if (p->op == BENCH_MQA_LOGITS)
         fprintf(f, "\"shape\": {\"S\": %d, \"S_kv\": %d, \"H\": %d, \"D\": %d, \"dtype\": \"%s\"}, ", p->S,
                 p->S_kv, p->heads, p->mqa_dim, qattn_dtype_name(p->kv_dtype));
     else
@@ -153,7 +158,7 @@ int main(int argc, char **argv) {
                 char shape[160];
                 bench_preset_describe(&BENCH_PRESETS[k], shape, sizeof shape);
                 printf("%-26s %-10s %-5s %s\n", BENCH_PRESETS[k].name, bench_op_name(BENCH_PRESETS[k].op),
-                       BENCH_PRESETS[k].small ? "quick" : "seed", shape);
+                       BENCH_PRESETS[k].small == 2 ? "named" : BENCH_PRESETS[k].small ? "quick" : "seed", shape);
             }
             return 0;
         } else if (!strcmp(a, "--seeds")) {
@@ -272,7 +277,11 @@ int main(int argc, char **argv) {
     const int n_list = n_shapes ? n_shapes : BENCH_PRESET_COUNT;
     for (int k = 0; k < n_list; ++k) {
         const bench_preset *p = n_shapes ? &shapes[k] : &BENCH_PRESETS[k];
-        if (!n_shapes && (presets ? !wanted(presets, p->name) : (seeds ? p->small : !p->small))) continue;
+        /* small 2: by name, or with --seeds and --op (kept out of the plain seeds run) */
+        const int chosen = presets ? wanted(presets, p->name)
+                           : p->small == 2 ? seeds && op != NULL
+                           : seeds ? !p->small : p->small;
+        if (!n_shapes && !chosen) continue;
         if (op && strcmp(op, bench_op_name(p->op)) != 0) continue;
         bench_result r;
         memset(&r, 0, sizeof r);
@@ -282,6 +291,7 @@ int main(int argc, char **argv) {
 #endif
                  p->op == BENCH_DECODE     ? bench_decode(ctx, p, &cfg, &r)
                  : p->op == BENCH_KV_STORE ? bench_kv_store(ctx, p, &cfg, &r)
+                 : p->op == BENCH_PAGED_MQA ? bench_paged_mqa_logits(ctx, p, &cfg, &r)
                                            : bench_mqa_logits(ctx, p, &cfg, &r);
         ++ran;
         if (rc != 0 || !r.verified) ++failures;
@@ -304,6 +314,16 @@ int main(int argc, char **argv) {
             if (r.pattern_us > 0)
                 snprintf(share, sizeof share, ", decode-pattern read %.2f us%s", r.pattern_us,
                          r.pattern_verified ? "" : " (sum MISMATCH)");
+            if (r.floor_bytes > 0) {
+                /* The op's floor: its K read once at the read rate, or its
+                 * FLOPs at the matrix ceiling, whichever is longer. */
+                const double mem_us = read_gbps > 0 ? r.floor_bytes / (read_gbps * 1e3) : 0;
+                const double mat_us = r.ceiling_tflops > 0 ? r.flops / (r.ceiling_tflops * 1e6) : 0;
+                const double fl = mem_us > mat_us ? mem_us : mat_us;
+                if (fl > 0)
+                    snprintf(share, sizeof share, ", %.0f%% mem %.0f%% mat floor, x%.2f", 100.0 * mem_us / r.median_us,
+                             100.0 * mat_us / r.median_us, r.median_us / fl);
+            }
             printf("%-26s %-10s %-14s %6d %10.2f %10.2f %10.2f %9.1f %8.2f %6s %6s %6s  %s (worst err/tol %.3g, %s timer%s)\n",
                    p->name, bench_op_name(p->op), r.variant, r.splits, r.median_us, r.min_us, r.max_us, gbs, tf, pr,
                    pp, pc, r.verified ? "matched" : "MISMATCH", r.worst_ratio, r.timer, share);

@@ -30,6 +30,23 @@ const bench_preset BENCH_PRESETS[] = {
     {"mqa_2048x65536_h64", BENCH_MQA_LOGITS, 0, 0, 0, 0, 0, 0, 0, 0, FN, 2048, 65536, 64, 128},
     {"mqa_4096x32768_h64", BENCH_MQA_LOGITS, 0, 0, 0, 0, 0, 0, 0, 0, FN, 4096, 32768, 64, 128},
     {"mqa_prefill_4096_h64", BENCH_MQA_LOGITS, 0, 0, 0, 0, 0, 0, 0, 0, FN, 4096, 4096, 64, 128},
+    /* issue 20: paged MQA logits at decode time, H64 D128, pages of 64 (the
+     * fused page layout); every B x N at 32K, B1/B16 x N1/N8 at 128K; run
+     * by name or with --seeds --op paged_mqa_logits, so the seeds' run keeps
+     * its time */
+    {"paged_mqa_small", BENCH_PAGED_MQA, 1, 2, 2, 0, 0, 0, 1000, 16, FN, 0, 0, 16, 128},
+#define PAGED(name, b, n, ctx) {name, BENCH_PAGED_MQA, 2, b, n, 0, 0, 0, ctx, 64, FN, 0, 0, 64, 128}
+    PAGED("paged_mqa_b1_n1_32k", 1, 1, 32768),    PAGED("paged_mqa_b1_n2_32k", 1, 2, 32768),
+    PAGED("paged_mqa_b1_n4_32k", 1, 4, 32768),    PAGED("paged_mqa_b1_n8_32k", 1, 8, 32768),
+    PAGED("paged_mqa_b4_n1_32k", 4, 1, 32768),    PAGED("paged_mqa_b4_n2_32k", 4, 2, 32768),
+    PAGED("paged_mqa_b4_n4_32k", 4, 4, 32768),    PAGED("paged_mqa_b4_n8_32k", 4, 8, 32768),
+    PAGED("paged_mqa_b16_n1_32k", 16, 1, 32768),  PAGED("paged_mqa_b16_n2_32k", 16, 2, 32768),
+    PAGED("paged_mqa_b16_n4_32k", 16, 4, 32768),  PAGED("paged_mqa_b16_n8_32k", 16, 8, 32768),
+    PAGED("paged_mqa_b64_n1_32k", 64, 1, 32768),  PAGED("paged_mqa_b64_n2_32k", 64, 2, 32768),
+    PAGED("paged_mqa_b64_n4_32k", 64, 4, 32768),  PAGED("paged_mqa_b64_n8_32k", 64, 8, 32768),
+    PAGED("paged_mqa_b1_n1_128k", 1, 1, 131072),  PAGED("paged_mqa_b1_n8_128k", 1, 8, 131072),
+    PAGED("paged_mqa_b16_n1_128k", 16, 1, 131072), PAGED("paged_mqa_b16_n8_128k", 16, 8, 131072),
+#undef PAGED
 };
 const int BENCH_PRESET_COUNT = (int)(sizeof BENCH_PRESETS / sizeof BENCH_PRESETS[0]);
 
@@ -38,6 +55,7 @@ const char *bench_op_name(bench_op op) {
     case BENCH_DECODE: return "decode";
     case BENCH_KV_STORE: return "kv_store";
     case BENCH_MQA_LOGITS: return "mqa_logits";
+    case BENCH_PAGED_MQA: return "paged_mqa_logits";
     }
     return "?";
 }
@@ -71,6 +89,10 @@ void bench_preset_describe(const bench_preset *p, char *out, size_t n) {
     case BENCH_MQA_LOGITS:
         snprintf(out, n, "S%d x S_kv%d H%d D%d %s", p->S, p->S_kv, p->heads, p->mqa_dim,
                  qattn_dtype_name(p->kv_dtype));
+        break;
+    case BENCH_PAGED_MQA:
+        snprintf(out, n, "B%d N%d H%d D%d %s context %d page %d", p->batch, p->rows, p->heads, p->mqa_dim,
+                 qattn_dtype_name(p->kv_dtype), p->keys, p->page_size);
         break;
     }
 }

@@ -8,13 +8,15 @@
 
 #include "qattn/qattn.h"
 
-typedef enum bench_op { BENCH_DECODE, BENCH_KV_STORE, BENCH_MQA_LOGITS } bench_op;
+typedef enum bench_op { BENCH_DECODE, BENCH_KV_STORE, BENCH_MQA_LOGITS, BENCH_PAGED_MQA } bench_op;
 
 typedef struct bench_preset {
     const char *name;
     bench_op op;
-    int small;           /* 1: part of the quick set (cpu, demo, CI) */
-    /* decode / kv store */
+    int small;           /* 1: part of the quick set (cpu, demo, CI); 0: of --seeds;
+                            2: run by name, or by --seeds with --op */
+    /* decode / kv store; paged MQA logits: B = batch, N = rows, context =
+     * keys (every request at full length), page_size, H = heads, D = mqa_dim */
     int batch, rows, q_heads, kv_heads, head_dim, keys, page_size;
     qattn_dtype kv_dtype;
     /* mqa logits: S x S_kv, H heads, D; windows are causal for a chunk of S

@@ -13,7 +13,7 @@
 #     Writes a C file that embeds every entry with .incbin and defines the
 #     qh_code_objects table (src/qh_code_objects.h).
 set(QATTN_HIP_KERNEL_DIR ${CMAKE_CURRENT_LIST_DIR}/../kernels)
-set(QATTN_HIP_KERNEL_SOURCES decode kv_store mqa_logits read_bandwidth)
+set(QATTN_HIP_KERNEL_SOURCES decode kv_store mqa_logits paged_mqa_logits read_bandwidth)
 file(GLOB QATTN_HIP_KERNEL_HEADERS ${QATTN_HIP_KERNEL_DIR}/*.h ${QATTN_HIP_KERNEL_DIR}/*.def)
 
 function(qattn_hip_amd_code_objects out_files out_entries)

@@ -1,6 +1,6 @@
 /* The HIP backend's iface table (what qattn_core calls) and its public
  * extension calls (qattn/hip.h). The runtime slots are in hip_runtime.c,
- * the ops in hip_decode.c, hip_kv_store.c, hip_mqa_logits.c and
+ * the ops in hip_decode.c, hip_kv_store.c, hip_mqa_logits.c, hip_paged_mqa_logits.c and
  * hip_bandwidth.c; this file only ties them together, so no op file and
  * the runtime depend on each other through it. */
 #include "qattn/hip.h"
@@ -12,6 +12,7 @@ static int qh_supports_op(void *p, qattn_op op, const void *plan) {
     case QATTN_OP_DECODE: return qh_decode_supported(be, plan);
     case QATTN_OP_KV_STORE: return 1;
     case QATTN_OP_MQA_LOGITS: return qh_mqa_supported(be, plan);
+    case QATTN_OP_PAGED_MQA_LOGITS: return qh_paged_mqa_supported(be, plan);
     }
     return 0;
 }
@@ -43,6 +44,14 @@ static qattn_status qh_mqa_logits_slot(void *p, const qattn_mqa_logits_plan *pla
     return s;
 }
 
+static qattn_status qh_paged_mqa_logits_slot(void *p, const qattn_paged_mqa_logits_plan *plan,
+                                             const qattn_paged_mqa_logits_args *a, const qattn_workspace *ws) {
+    const int prev = qh_enter(p);
+    qattn_status s = qh_paged_mqa_logits(p, plan, a, ws);
+    qh_leave(p, prev);
+    return s;
+}
+
 /* Handles are device pointers, allocated or wrapped: one address space. */
 static uint64_t qh_buffer_address(void *p, void *handle) {
     (void)p;
@@ -66,6 +75,7 @@ static const qattn_backend_iface qh_iface = {
     .decode = qh_decode_slot,
     .kv_store = qh_kv_store_slot,
     .mqa_logits = qh_mqa_logits_slot,
+    .paged_mqa_logits = qh_paged_mqa_logits_slot,
     .synchronize = qh_synchronize,
     .last_op_time_ms = qh_last_op_time_ms,
     .last_message = qh_last_message,

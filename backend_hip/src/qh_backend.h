@@ -87,5 +87,9 @@ qattn_status qh_read_stream(void *be, void *src, uint64_t offset, uint64_t bytes
                             uint64_t sum_offset);
 qattn_status qh_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
                            const qattn_mqa_logits_args *args, const qattn_workspace *ws);
+/* Paged MQA logits (hip_paged_mqa_logits.c). */
+int qh_paged_mqa_supported(const qh_backend *be, const qattn_paged_mqa_logits_plan *plan);
+qattn_status qh_paged_mqa_logits(void *be, const qattn_paged_mqa_logits_plan *plan,
+                                 const qattn_paged_mqa_logits_args *args, const qattn_workspace *ws);
 
 #endif /* QH_BACKEND_H */

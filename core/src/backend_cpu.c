@@ -104,6 +104,16 @@ static qattn_status cpu_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
     return s;
 }
 
+static qattn_status cpu_paged_mqa_logits(void *be, const qattn_paged_mqa_logits_plan *plan,
+                                         const qattn_paged_mqa_logits_args *a, const qattn_workspace *ws) {
+    (void)plan;
+    (void)ws;
+    double t0 = now_ms();
+    qattn_status s = qattn__ref_paged_mqa_logits(a);
+    ((cpu_backend *)be)->last_ms = now_ms() - t0;
+    return s;
+}
+
 /* The host's read rate: one pass of 32-bit adds, which compilers
  * vectorise into wide loads, over the range. */
 static qattn_status cpu_read_stream(void *be, void *src, uint64_t offset, uint64_t bytes, void *sum,
@@ -156,6 +166,7 @@ static const qattn_backend_iface cpu_iface = {
     .decode = cpu_decode,
     .kv_store = cpu_kv_store,
     .mqa_logits = cpu_mqa_logits,
+    .paged_mqa_logits = cpu_paged_mqa_logits,
     .synchronize = cpu_synchronize,
     .last_op_time_ms = cpu_last_ms,
     .read_stream = cpu_read_stream,

@@ -60,6 +60,9 @@ qattn_status qattn__read_decode_options(const qattn_decode_options *in, qattn_de
                                         char *err, size_t n);
 qattn_status qattn__read_mqa_logits_options(const qattn_mqa_logits_options *in,
                                             qattn_mqa_logits_options *out, char *err, size_t n);
+qattn_status qattn__read_paged_mqa_logits_options(const qattn_paged_mqa_logits_options *in,
+                                                  qattn_paged_mqa_logits_options *out, char *err,
+                                                  size_t n);
 
 /* ---- descriptor validation (core/src/validate_*.c) ----
  * Each returns QATTN_OK or a status with a message naming the argument and
@@ -129,6 +132,40 @@ qattn_status qattn__check_decode_shapes(const qattn_decode_args *a, char *err, s
 qattn_status qattn__check_mqa_logits_shapes(const qattn_mqa_logits_args *a, char *err, size_t n);
 qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n);
 qattn_status qattn__validate_mqa_logits(const qattn_mqa_logits_args *a, char *err, size_t n);
+/* core/src/plan_reason.c: appends "; " and a formatted sentence to a
+ * plan's reason (truncating, never overflowing); and the rule "dimension
+ * `dim` of `name` equals `what`" (QATTN_ERR_SHAPE naming both). */
+void qattn__reason_add(char *reason, size_t size, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+qattn_status qattn__check_dim(const qattn_tensor *t, const char *name, int dim, int64_t want,
+                              const char *what, char *err, size_t n);
+qattn_status qattn__validate_paged_mqa_logits(const qattn_paged_mqa_logits_args *a, char *err,
+                                              size_t n);
+/* The shape bounds of paged MQA logits the pure planner computes with. */
+qattn_status qattn__check_paged_mqa_logits_shapes(const qattn_paged_mqa_logits_args *a, char *err,
+                                                  size_t n);
+/* Slots of the paged MQA cache (is_scale 0: rank 2 [N_slots, D] or rank 3
+ * [N_pages, P, D]) or of its scales (rank 1 or rank 2). */
+static inline int64_t qattn__paged_mqa_slots(const qattn_tensor *t, int is_scale) {
+    return t->rank == (is_scale ? 2 : 3) ? (int64_t)((uint64_t)t->shape[0] * (uint64_t)t->shape[1])
+                                         : t->shape[0];
+}
+/* Page and row strides in elements of that cache or its scales, for pages
+ * of page_size rows: key row r of page g is at g * page + r * row. A
+ * dimension of extent 1 contributes 0. */
+static inline void qattn__paged_mqa_strides(const qattn_tensor *t, int is_scale, int64_t page_size,
+                                            int64_t *page, int64_t *row) {
+    if (t->rank == (is_scale ? 2 : 3)) {
+        *page = t->shape[0] <= 1 ? 0 : t->strides[0];
+        *row = t->shape[1] <= 1 ? 0 : t->strides[1];
+    } else {
+        *row = t->shape[0] <= 1 ? 0 : t->strides[0];
+        *page = (int64_t)((uint64_t)*row * (uint64_t)page_size);
+    }
+}
 
 /* ---- plan integrity (core/src/plan_seal.c) ----
  * A plan's last member `integrity` is a digest of all its bytes before it.
@@ -176,6 +213,11 @@ typedef struct qattn__operand {
 } qattn__operand;
 qattn_status qattn__check_alias(qattn_context *ctx, const qattn__operand *ops, int n,
                                 const qattn_workspace *ws);
+uint64_t qattn__paged_mqa_args_layout(const qattn_paged_mqa_logits_args *a);
+qattn_status qattn__check_paged_mqa_sealed(qattn_context *ctx, const qattn_paged_mqa_logits_plan *p);
+void qattn__seal_paged_mqa_logits_plan(qattn_paged_mqa_logits_plan *out,
+                                       const qattn_paged_mqa_logits_plan *p,
+                                       const qattn_paged_mqa_logits_args *a);
 
 /* Host address of element 0 of a tensor on the cpu backend. */
 static inline void *qattn__host_ptr(const qattn_tensor *t) {
@@ -191,6 +233,7 @@ qattn_status qattn__ref_kv_store(const qattn_kv_store_args *a);
 /* qattn_decode_read: adds the word sum of what decode reads to *sum. */
 qattn_status qattn__ref_decode_read(const qattn_decode_args *a, uint32_t *sum);
 qattn_status qattn__ref_mqa_logits(const qattn_mqa_logits_args *a);
+qattn_status qattn__ref_paged_mqa_logits(const qattn_paged_mqa_logits_args *a);
 
 /* Records a backend failure (with the backend's own message) on ctx. */
 qattn_status qattn__backend_fail(qattn_context *ctx, qattn_status s, const char *what);

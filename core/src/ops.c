@@ -44,13 +44,20 @@ static qattn_status fetch_i32(qattn_context *ctx, const qattn_tensor *t, int32_t
     return QATTN_OK;
 }
 
-static qattn_status check_decode_indices(qattn_context *ctx, const qattn_decode_args *a) {
-    const int64_t B = a->q.shape[0], n_pages = a->kv_indices.shape[0];
-    const int64_t n_slots = qattn__cache_slots(&a->k_cache, 0), P = a->page_size;
+/* The page table of a paged op (spec 2): B requests, n_slots cache slots,
+ * pages of P keys, max_kv_len. */
+typedef struct page_table {
+    const qattn_tensor *indptr, *indices, *lens;
+    int64_t B, n_slots, P, max_kv_len;
+} page_table;
+
+static qattn_status check_page_table(qattn_context *ctx, const page_table *a) {
+    const int64_t B = a->B, n_pages = a->indices->shape[0];
+    const int64_t n_slots = a->n_slots, P = a->P;
     int32_t *indptr = NULL, *lens = NULL, *pages = NULL;
-    qattn_status s = fetch_i32(ctx, &a->kv_indptr, &indptr);
-    if (s == QATTN_OK) s = fetch_i32(ctx, &a->kv_lens, &lens);
-    if (s == QATTN_OK) s = fetch_i32(ctx, &a->kv_indices, &pages);
+    qattn_status s = fetch_i32(ctx, a->indptr, &indptr);
+    if (s == QATTN_OK) s = fetch_i32(ctx, a->lens, &lens);
+    if (s == QATTN_OK) s = fetch_i32(ctx, a->indices, &pages);
     for (int64_t b = 0; s == QATTN_OK && b < B; ++b) {
         int64_t lo = indptr[b], hi = indptr[b + 1], L = lens[b];
         if (lo < 0 || hi < lo || hi > n_pages) {
@@ -79,6 +86,12 @@ static qattn_status check_decode_indices(qattn_context *ctx, const qattn_decode_
     free(lens);
     free(pages);
     return s;
+}
+
+static qattn_status check_decode_indices(qattn_context *ctx, const qattn_decode_args *a) {
+    const page_table t = {&a->kv_indptr, &a->kv_indices, &a->kv_lens, a->q.shape[0],
+                          qattn__cache_slots(&a->k_cache, 0), a->page_size, a->max_kv_len};
+    return check_page_table(ctx, &t);
 }
 
 static qattn_status check_store_indices(qattn_context *ctx, const qattn_kv_store_args *a) {
@@ -288,6 +301,60 @@ qattn_status qattn_mqa_logits_run(qattn_context *ctx, const qattn_mqa_logits_pla
     if ((s = qattn__check_alias(ctx, ops, n_ops, &ws)) != QATTN_OK) return s;
     s = ctx->iface->mqa_logits(ctx->be, plan, args, &ws);
     if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_mqa_logits_run");
+    ctx->ops_run = 1;
+    return QATTN_OK;
+}
+
+static qattn_status paged_mqa_plan_ok(qattn_context *ctx, const qattn_paged_mqa_logits_plan *plan) {
+    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    qattn_status s = qattn__check_paged_mqa_sealed(ctx, plan);
+    if (s != QATTN_OK) return s;
+    return qattn__check_plan_device(ctx, QATTN_OP_PAGED_MQA_LOGITS, "paged_mqa_logits", plan,
+                                    qattn_paged_mqa_variant_name(plan->variant), plan->shared_bytes,
+                                    ctx->iface->paged_mqa_logits != NULL);
+}
+
+qattn_status qattn_paged_mqa_logits_run(qattn_context *ctx, const qattn_paged_mqa_logits_plan *plan,
+                                        const qattn_paged_mqa_logits_args *args, qattn_buffer *workspace,
+                                        uint64_t workspace_offset) {
+    if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
+    if (!plan) return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "plan: NULL");
+    qattn_status s = qattn__validate_paged_mqa_logits(args, ctx->last_error, sizeof ctx->last_error);
+    if (s != QATTN_OK) return s;
+    const qattn__operand ops[] = {
+        {&args->q, "q", QATTN__IN},           {&args->k_cache, "k_cache", QATTN__IN},
+        {&args->k_scale, "k_scale", QATTN__IN}, {&args->weights, "weights", QATTN__IN},
+        {&args->kv_indptr, "kv_indptr", QATTN__IN}, {&args->kv_indices, "kv_indices", QATTN__IN},
+        {&args->kv_lens, "kv_lens", QATTN__IN}, {&args->logits, "logits", QATTN__OUT}};
+    const int n_ops = (int)(sizeof ops / sizeof ops[0]);
+    if ((s = check_owner(ctx, ops, n_ops)) != QATTN_OK) return s;
+    if ((s = paged_mqa_plan_ok(ctx, plan)) != QATTN_OK) return s;
+    if (plan->batch != args->q.shape[0] || plan->rows != args->q.shape[1] ||
+        plan->heads != args->q.shape[2] || plan->head_dim != args->q.shape[3] ||
+        plan->q_dtype != args->q.dtype || plan->k_dtype != args->k_cache.dtype ||
+        plan->page_size != args->page_size || plan->max_kv_len != args->max_kv_len)
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "plan: made for B=%d N=%d H=%d D=%d q %s k %s page_size %d max_kv_len %d, "
+                           "args differ",
+                           (int)plan->batch, (int)plan->rows, (int)plan->heads, (int)plan->head_dim,
+                           qattn_dtype_name(plan->q_dtype), qattn_dtype_name(plan->k_dtype),
+                           (int)plan->page_size, (int)plan->max_kv_len);
+    if (plan->args_layout != qattn__paged_mqa_args_layout(args))
+        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                           "args: a dtype, stride, shape or 16-byte alignment of q, k_cache, k_scale, "
+                           "weights or logits differs from what the plan was made for; plan again");
+    qattn_workspace ws;
+    s = resolve_workspace(ctx, plan->workspace_bytes, workspace, workspace_offset, &ws);
+    if (s != QATTN_OK) return s;
+    if ((s = qattn__check_alias(ctx, ops, n_ops, &ws)) != QATTN_OK) return s;
+    if (check_indices_enabled()) {
+        const page_table t = {&args->kv_indptr, &args->kv_indices, &args->kv_lens, args->q.shape[0],
+                              qattn__paged_mqa_slots(&args->k_cache, 0), args->page_size,
+                              args->max_kv_len};
+        if ((s = check_page_table(ctx, &t)) != QATTN_OK) return s;
+    }
+    s = ctx->iface->paged_mqa_logits(ctx->be, plan, args, &ws);
+    if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_paged_mqa_logits_run");
     ctx->ops_run = 1;
     return QATTN_OK;
 }

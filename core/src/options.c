@@ -32,6 +32,12 @@ typedef struct {
     int32_t kv_slices;
 } mqa_logits_options_v1;
 
+typedef struct {
+    size_t size;
+    qattn_paged_mqa_variant variant;
+    int32_t keys_per_split;
+} paged_mqa_logits_options_v1;
+
 #define QATTN__SAME_FIELD(T, V, f)                                                                \
     _Static_assert(offsetof(T, f) == offsetof(V, f) && sizeof(((T *)0)->f) == sizeof(((V *)0)->f), \
                    #T "." #f " moved: fields are only ever appended")
@@ -48,6 +54,9 @@ QATTN__SAME_FIELD(qattn_mqa_logits_options, mqa_logits_options_v1, size);
 QATTN__SAME_FIELD(qattn_mqa_logits_options, mqa_logits_options_v1, variant);
 QATTN__SAME_FIELD(qattn_mqa_logits_options, mqa_logits_options_v1, rows_per_subgroup);
 QATTN__SAME_FIELD(qattn_mqa_logits_options, mqa_logits_options_v1, kv_slices);
+QATTN__SAME_FIELD(qattn_paged_mqa_logits_options, paged_mqa_logits_options_v1, size);
+QATTN__SAME_FIELD(qattn_paged_mqa_logits_options, paged_mqa_logits_options_v1, variant);
+QATTN__SAME_FIELD(qattn_paged_mqa_logits_options, paged_mqa_logits_options_v1, keys_per_split);
 
 static const qattn__options_layout context_layouts[] = {
     {sizeof(context_options_v1), QATTN__END(context_options_v1, stream)},
@@ -57,6 +66,9 @@ static const qattn__options_layout decode_layouts[] = {
 };
 static const qattn__options_layout mqa_logits_layouts[] = {
     {sizeof(mqa_logits_options_v1), QATTN__END(mqa_logits_options_v1, kv_slices)},
+};
+static const qattn__options_layout paged_mqa_logits_layouts[] = {
+    {sizeof(paged_mqa_logits_options_v1), QATTN__END(paged_mqa_logits_options_v1, keys_per_split)},
 };
 #define QATTN__COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -69,6 +81,8 @@ _Static_assert(sizeof(qattn_decode_options) == sizeof(decode_options_v1),
                "qattn_decode_options changed: add its version to decode_layouts");
 _Static_assert(sizeof(qattn_mqa_logits_options) == sizeof(mqa_logits_options_v1),
                "qattn_mqa_logits_options changed: add its version to mqa_logits_layouts");
+_Static_assert(sizeof(qattn_paged_mqa_logits_options) == sizeof(paged_mqa_logits_options_v1),
+               "qattn_paged_mqa_logits_options changed: add its version to paged_mqa_logits_layouts");
 
 static qattn_status read_options(void *dst, const void *src, const qattn__options_layout *layouts,
                                  int n, const char *arg, const char *type, const char *init,
@@ -119,6 +133,14 @@ qattn_status qattn__read_mqa_logits_options(const qattn_mqa_logits_options *in,
     return read_options(out, in, mqa_logits_layouts, QATTN__COUNT(mqa_logits_layouts), "options",
                         "qattn_mqa_logits_options", "QATTN_MQA_LOGITS_OPTIONS_INIT", err,
                         err_size);
+}
+
+qattn_status qattn__read_paged_mqa_logits_options(const qattn_paged_mqa_logits_options *in,
+                                                  qattn_paged_mqa_logits_options *out, char *err,
+                                                  size_t err_size) {
+    return read_options(out, in, paged_mqa_logits_layouts, QATTN__COUNT(paged_mqa_logits_layouts),
+                        "options", "qattn_paged_mqa_logits_options",
+                        "QATTN_PAGED_MQA_LOGITS_OPTIONS_INIT", err, err_size);
 }
 
 qattn_status qattn_context_options_copy(const qattn_context_options *options,

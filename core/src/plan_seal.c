@@ -29,6 +29,7 @@ static uint64_t digest(uint64_t tag, const void *bytes, size_t n) {
 
 #define DECODE_TAG 0x71617474656e6431ull /* "qattend1" */
 #define MQA_TAG 0x716174746d716131ull    /* "qattmqa1" */
+#define PAGED_MQA_TAG 0x716174747061676dull /* "qattpagm" */
 
 static uint64_t decode_digest(const qattn_decode_plan *p) {
     return digest(DECODE_TAG, p, offsetof(qattn_decode_plan, integrity));
@@ -38,7 +39,14 @@ static uint64_t mqa_digest(const qattn_mqa_logits_plan *p) {
     return digest(MQA_TAG, p, offsetof(qattn_mqa_logits_plan, integrity));
 }
 
+static uint64_t paged_mqa_digest(const qattn_paged_mqa_logits_plan *p) {
+    return digest(PAGED_MQA_TAG, p, offsetof(qattn_paged_mqa_logits_plan, integrity));
+}
+
 /* The digest covers every byte before it only if it is the last member. */
+_Static_assert(offsetof(qattn_paged_mqa_logits_plan, integrity) + sizeof(uint64_t) ==
+                   sizeof(qattn_paged_mqa_logits_plan),
+               "qattn_paged_mqa_logits_plan.integrity must be the last member");
 _Static_assert(offsetof(qattn_decode_plan, integrity) + sizeof(uint64_t) == sizeof(qattn_decode_plan),
                "qattn_decode_plan.integrity must be the last member");
 _Static_assert(offsetof(qattn_mqa_logits_plan, integrity) + sizeof(uint64_t) ==
@@ -108,4 +116,26 @@ qattn_status qattn__check_mqa_sealed(qattn_context *ctx, const qattn_mqa_logits_
     return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                        "plan: its bytes changed after planning (integrity digest differs); "
                        "make plans only with qattn_mqa_logits_plan_create or _compute");
+}
+
+uint64_t qattn__paged_mqa_args_layout(const qattn_paged_mqa_logits_args *a) {
+    /* Not the page table: its length changes every step. */
+    const qattn_tensor *ts[] = {&a->q, &a->k_cache, &a->k_scale, &a->weights, &a->logits};
+    uint64_t h = PAGED_MQA_TAG ^ (uint64_t)(uint32_t)a->page_size ^ ((uint64_t)(uint32_t)a->max_kv_len << 32);
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) h = fold_tensor(h, ts[i]);
+    return h;
+}
+
+void qattn__seal_paged_mqa_logits_plan(qattn_paged_mqa_logits_plan *out, const qattn_paged_mqa_logits_plan *p,
+                                       const qattn_paged_mqa_logits_args *a) {
+    memmove(out, p, sizeof *out);
+    out->args_layout = qattn__paged_mqa_args_layout(a);
+    out->integrity = paged_mqa_digest(out);
+}
+
+qattn_status qattn__check_paged_mqa_sealed(qattn_context *ctx, const qattn_paged_mqa_logits_plan *p) {
+    if (p->integrity == paged_mqa_digest(p)) return QATTN_OK;
+    return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
+                       "plan: its bytes changed after planning (integrity digest differs); make plans "
+                       "only with qattn_paged_mqa_logits_plan_create or _compute");
 }

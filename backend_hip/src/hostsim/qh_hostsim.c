@@ -326,6 +326,7 @@ const qh_code_object qh_code_objects[] = {
     {SIM_ARCH, "decode", (const unsigned char *)"decode", NULL},
     {SIM_ARCH, "kv_store", (const unsigned char *)"kv_store", NULL},
     {SIM_ARCH, "mqa_logits", (const unsigned char *)"mqa_logits", NULL},
+    {SIM_ARCH, "paged_mqa_logits", (const unsigned char *)"paged_mqa_logits", NULL},
     {SIM_ARCH, "read_bandwidth", (const unsigned char *)"read_bandwidth", NULL},
 };
 const size_t qh_code_object_count = sizeof qh_code_objects / sizeof qh_code_objects[0];

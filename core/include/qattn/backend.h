@@ -40,7 +40,8 @@ typedef struct qattn_workspace {
 typedef enum qattn_op {
     QATTN_OP_DECODE,
     QATTN_OP_KV_STORE,
-    QATTN_OP_MQA_LOGITS
+    QATTN_OP_MQA_LOGITS,
+    QATTN_OP_PAGED_MQA_LOGITS
 } qattn_op;
 
 struct qattn_backend_iface {
@@ -84,6 +85,11 @@ struct qattn_backend_iface {
     qattn_status (*mqa_logits)(void *be, const qattn_mqa_logits_plan *plan,
                                const qattn_mqa_logits_args *args,
                                const qattn_workspace *ws);
+    /* Optional (NULL: unsupported). Paged MQA logits (spec 5); supports_op
+     * gets a qattn_paged_mqa_logits_plan for QATTN_OP_PAGED_MQA_LOGITS. */
+    qattn_status (*paged_mqa_logits)(void *be, const qattn_paged_mqa_logits_plan *plan,
+                                     const qattn_paged_mqa_logits_args *args,
+                                     const qattn_workspace *ws);
 
     /* Required. Waits for all enqueued work. */
     qattn_status (*synchronize)(void *be);

@@ -556,6 +556,131 @@ QATTN_API qattn_status qattn_mqa_logits_run(qattn_context *ctx,
 /* Measurement ops (qattn_read_stream, qattn_mqa_matrix_ceiling) are in
  * qattn/experimental.h, outside this header's stability promise. */
 
+/* ---- operation: paged FP8 MQA logits --------------------------------- */
+/** Inputs and outputs of the indexer at decode time (spec 5): each request
+ *  scores its own paged context with its N new rows. */
+typedef struct qattn_paged_mqa_logits_args {
+    qattn_tensor q;          /* [B, N, H, D] fp8 fn|fnuz; N = 1..8 */
+    qattn_tensor k_cache;    /* [N_slots, D] fp8 fn|fnuz, or paged [N_pages, P, D]
+                                (P = page_size); free strides */
+    qattn_tensor k_scale;    /* [N_slots] or [N_pages, P] f32; free strides (a fused
+                                layout, codes then the scale in one slot row, is two
+                                views of one buffer); stride 0 broadcasts */
+    qattn_tensor weights;    /* [B, N, H] f32 */
+    qattn_tensor kv_indptr;  /* [B + 1] i32 */
+    qattn_tensor kv_indices; /* [n_pages] i32 */
+    qattn_tensor kv_lens;    /* [B] i32, L_b keys including the N new rows */
+    qattn_tensor logits;     /* [B, N, max_kv_len] f32, last dim contiguous */
+    int32_t page_size;       /* P >= 1 */
+    int32_t max_kv_len;      /* >= every kv_lens[b]; the logits' columns */
+    int32_t clean_logits;    /* non-zero: -inf in every column a row does not see */
+} qattn_paged_mqa_logits_args;
+
+typedef enum qattn_paged_mqa_variant {
+    QATTN_PAGED_MQA_AUTO = 0, /* let the planner choose (options only) */
+    /* Key tiles decoded once into shared memory and scored by every row of
+     * the request on the vector units: any Vulkan 1.3 device. */
+    QATTN_PAGED_MQA_SIMT,
+    QATTN_PAGED_MQA_VARIANT_COUNT
+} qattn_paged_mqa_variant;
+
+/** Returns "simt"; "auto" for AUTO; "invalid" otherwise. */
+QATTN_API const char *qattn_paged_mqa_variant_name(qattn_paged_mqa_variant v);
+
+typedef struct qattn_paged_mqa_logits_options {
+    size_t size;                     /* sizeof(qattn_paged_mqa_logits_options) */
+    qattn_paged_mqa_variant variant; /* AUTO, or pin one (gate failure = error) */
+    int32_t keys_per_split;          /* 0 = planner, else a multiple of the key tile */
+} qattn_paged_mqa_logits_options;
+
+/** The defaults: the planner chooses the variant and the splits. */
+#define QATTN_PAGED_MQA_LOGITS_OPTIONS_INIT \
+    {sizeof(qattn_paged_mqa_logits_options), QATTN_PAGED_MQA_AUTO, 0}
+
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wpadded"
+#endif
+/** The planner's decision for one paged MQA logits shape: every launch
+ *  decision; read-only like the decode plan.
+ *
+ *  One launch of grid[0] x grid[1] x grid[2] workgroups of workgroup_size
+ *  lanes: grid[0] = num_splits ranges of keys_per_split context positions
+ *  (num_splits x keys_per_split >= max_kv_len), grid[1] walks the requests
+ *  (grid-stride past 65535), grid[2] = 1. A workgroup decodes each tile of
+ *  kv_tile keys of its range once and scores it for all N rows of its
+ *  request. Sized from shapes, device and max_kv_len only: the run reads no
+ *  length on the host, so the launch can be captured in a graph. */
+typedef struct qattn_paged_mqa_logits_plan {
+    qattn_paged_mqa_variant variant;
+    /* what the plan was made for; run refuses arguments that differ */
+    int32_t batch, rows, heads, head_dim; /* B, N, H, D */
+    qattn_dtype q_dtype, k_dtype;
+    int32_t page_size;
+    int32_t max_kv_len;
+    int32_t workgroup_size;
+    int32_t kv_tile;              /* keys per tile */
+    int32_t load_bytes;           /* 16: q and key rows start 16-byte aligned; else 1 */
+    /** 1: each row's q is decoded once per tile into shared memory
+     *  (q_stage_bytes of shared_bytes) rather than by every thread */
+    int32_t q_staged;
+    int32_t q_stage_bytes;
+    int32_t num_splits;
+    int32_t keys_per_split;       /* a multiple of kv_tile */
+    uint32_t grid[3];
+    uint32_t shared_bytes;        /* exact shared memory of the launch */
+    uint64_t workspace_bytes;     /* 0: logits are written directly */
+    char reason[QATTN_REASON_BYTES];
+    /** A digest of the layout the planner saw (dtypes, shapes, strides and
+     *  16-byte alignment of every tensor but the page table, page_size);
+     *  run refuses args of another layout. */
+    uint64_t args_layout;
+    /** A digest of every byte above; keep it last. */
+    uint64_t integrity;
+} qattn_paged_mqa_logits_plan;
+#if defined(QATTN_CHECK_PLAN_PADDING) && defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+/** Plans paged MQA logits for ctx's device. Validates every descriptor
+ *  first; `options` may be NULL. Returns QATTN_ERR_VARIANT_GATE when a
+ *  pinned variant cannot run, naming the failed condition. */
+QATTN_API qattn_status qattn_paged_mqa_logits_plan_create(qattn_context *ctx,
+                                                          const qattn_paged_mqa_logits_args *args,
+                                                          const qattn_paged_mqa_logits_options *options,
+                                                          qattn_paged_mqa_logits_plan *plan);
+/** The pure planner behind _plan_create: no context, no environment, no
+ *  validation of buffers; a function of shapes, strides and caps alone. */
+QATTN_API qattn_status qattn_paged_mqa_logits_plan_compute(const qattn_device_caps *caps,
+                                                           const qattn_paged_mqa_logits_args *args,
+                                                           const qattn_paged_mqa_logits_options *options,
+                                                           qattn_paged_mqa_logits_plan *plan,
+                                                           char *err, size_t err_size);
+/** Runs a plan; never allocates; workspace as for decode (this op needs
+ *  none: plan->workspace_bytes is 0). Indices are handled as decode handles
+ *  them (spec 2), QATTN_CHECK_INDICES=1 included. */
+QATTN_API qattn_status qattn_paged_mqa_logits_run(qattn_context *ctx,
+                                                  const qattn_paged_mqa_logits_plan *plan,
+                                                  const qattn_paged_mqa_logits_args *args,
+                                                  qattn_buffer *workspace,
+                                                  uint64_t workspace_offset);
+
+/* ---- device read bandwidth ------------------------------------------ */
+/** Reads bytes [offset, offset + bytes) of `src` once with the backend's
+ *  streaming-read kernel (wide loads, several in flight per lane, enough
+ *  workgroups to fill the device) and adds, modulo 2^32, the sum of its
+ *  little-endian 32-bit words to the u32 at byte `sum_offset` of `sum`.
+ *  The sum makes the reads observable and checkable; the op exists to be
+ *  timed: qattn_last_op_time_ms gives its device time, and bytes over that
+ *  time is the read bandwidth an op on this backend can reach, the ceiling
+ *  qattn-bench reports decode against.
+ *  Rules: bytes > 0 and offset multiples of 16, bytes / 16 < 2^31,
+ *  sum_offset a multiple of 4, both ranges inside their buffers.
+ *  Returns QATTN_ERR_UNSUPPORTED on a backend without the kernel. */
+QATTN_API qattn_status qattn_read_stream(qattn_context *ctx, const qattn_buffer *src,
+                                         uint64_t offset, uint64_t bytes, qattn_buffer *sum,
+                                         uint64_t sum_offset);
+
 #ifdef __cplusplus
 }
 #endif
