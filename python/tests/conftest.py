@@ -8,9 +8,16 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # the package beside tests/
+try:
+    import qattn  # an installed package (PYTHONPATH, site-packages)
+except ImportError:  # else the source tree's, beside tests/
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    import qattn
 
-import qattn  # noqa: E402
+
+def pytest_report_header(config):
+    return "qattn %s from %s, library %s" % (qattn.__version__, os.path.dirname(qattn.__file__),
+                                             qattn.library_version())
 
 REQUIRED = [b for b in os.environ.get("QATTN_PYTEST_REQUIRE", "").split(",") if b]
 
