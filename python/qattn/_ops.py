@@ -145,6 +145,17 @@ class _Plan:
     def _fill_scalars(self, args):
         pass
 
+    def _bound_workspace(self, ws):
+        """(qattn_buffer, offset) of the workspace; the plan's own is bound once."""
+        if ws is None:
+            return None, 0
+        if ws is self.workspace:
+            b = self.__dict__.get("_ws_bound")
+            if b is None or b[0] != self.ctx._wrap_gen:
+                b = self._ws_bound = (self.ctx._wrap_gen,) + _workspace_buffer(self.ctx, ws)
+            return b[1], b[2]
+        return _workspace_buffer(self.ctx, ws)
+
 
 def _key(o):
     if isinstance(o, DeviceArray):
@@ -286,15 +297,7 @@ class DecodePlan(_Plan):
     def _launch(self, ops, out, lse, ws, stream):
         """The C call; the torch custom op's implementation calls this too."""
         ctx, lib, plan = self.ctx, self.ctx._lib, self._plan
-        if ws is None:
-            ws_buf = None
-
-            def fn(a):
-                return lib.qattn_decode_run(ctx._h, ctypes.byref(plan), ctypes.byref(a), None, 0)
-            self._call(_DECODE_OPERANDS, list(ops) + [out, lse], self._formats(), ("o", "lse"),
-                       fn, stream or None, _device_of(ops[0]))
-            return
-        ws_buf, ws_off = _workspace_buffer(ctx, ws)
+        ws_buf, ws_off = self._bound_workspace(ws)
 
         def fn(a):
             return lib.qattn_decode_run(ctx._h, ctypes.byref(plan), ctypes.byref(a), ws_buf,
@@ -482,7 +485,7 @@ class MqaLogitsPlan(_Plan):
 
     def _launch(self, ops, out, ws, stream):
         ctx, lib, plan = self.ctx, self.ctx._lib, self._plan
-        ws_buf, ws_off = (None, 0) if ws is None else _workspace_buffer(ctx, ws)
+        ws_buf, ws_off = self._bound_workspace(ws)
         self._call(_MQA_OPERANDS, list(ops) + [out], self._formats(), ("logits",),
                    lambda a: lib.qattn_mqa_logits_run(ctx._h, ctypes.byref(plan),
                                                       ctypes.byref(a), ws_buf, ws_off),
