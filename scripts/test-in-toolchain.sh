@@ -38,6 +38,9 @@ pysite=$PWD/build/py-prefix/$(sed -n 's/^QATTN_PYTHON_INSTALL_DIR:STRING=//p' bu
 PYTHONPATH=$pysite python3 -m qattn
 PYTHONPATH=$pysite PYTHONDONTWRITEBYTECODE=1 QATTN_PYTEST_REQUIRE=cpu,vulkan \
   python3 -m pytest -p no:cacheprovider -rs python/tests
+# the README's Python block, as a user pastes it
+sed -n '/^## Python/,/^## Status/p' README.md | sed -n '/^```python$/,/^```$/p' | sed '1d;$d' >build/readme.py
+PYTHONPATH=$pysite python3 build/readme.py && echo "the README's Python block ran"
 
 echo "== core and cpu-backend tests under -fsanitize=address,undefined"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DQATTN_SANITIZE=ON \
