@@ -59,7 +59,7 @@ class Context:
                 self._h, self.backend = h.value, name
                 break
             last = rc
-            reasons.append("%s: %s %s" % (name, status(rc).decode(), err.value.decode()))
+            reasons.append("%s: %s" % (name, err.value.decode() or status(rc).decode()))
         if self._h is None:
             _raise(last, "; ".join(reasons))
         self._lib = lib
