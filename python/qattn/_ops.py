@@ -145,6 +145,25 @@ class _Plan:
     def _fill_scalars(self, args):
         pass
 
+    # ---- inspection and lifetime, for the plan classes -------------------
+    @property
+    def reason(self):
+        return self._plan.reason.decode()
+
+    @property
+    def workspace_bytes(self):
+        return self._plan.workspace_bytes
+
+    def info(self):
+        """Every field of the C plan, as a dict."""
+        return _struct_dict(self._plan, {"variant": self.variant})
+
+    def _release(self):
+        if isinstance(self.workspace, DeviceArray):
+            self.workspace._release()
+        self.workspace = None
+        self.ctx._live.discard(self)
+
     def _bound_workspace(self, ws):
         """(qattn_buffer, offset) of the workspace; the plan's own is bound once."""
         if ws is None:
@@ -245,18 +264,6 @@ class DecodePlan(_Plan):
     def keys_per_split(self):
         return self._plan.keys_per_split
 
-    @property
-    def reason(self):
-        return self._plan.reason.decode()
-
-    @property
-    def workspace_bytes(self):
-        return self._plan.workspace_bytes
-
-    def info(self):
-        """Every field of the C plan, as a dict."""
-        return _struct_dict(self._plan, {"variant": self.variant})
-
     def __repr__(self):
         return ("qattn.DecodePlan(variant=%r, num_splits=%d, workspace_bytes=%d, reason=%r)" %
                 (self.variant, self.num_splits, self.workspace_bytes, self.reason))
@@ -305,12 +312,6 @@ class DecodePlan(_Plan):
         self._call(_DECODE_OPERANDS, list(ops) + [out, lse], self._formats(), ("o", "lse"),
                    fn, stream or None, _device_of(ops[0]))
 
-    def _release(self):
-        ws = self.workspace
-        if isinstance(ws, DeviceArray):
-            ws._release()
-        self.workspace = None
-        self.ctx._live.discard(self)
 
 
 def _stream_int(stream):
@@ -449,17 +450,6 @@ class MqaLogitsPlan(_Plan):
     def variant(self):
         return self.ctx._lib.qattn_mqa_variant_name(self._plan.variant).decode()
 
-    @property
-    def reason(self):
-        return self._plan.reason.decode()
-
-    @property
-    def workspace_bytes(self):
-        return self._plan.workspace_bytes
-
-    def info(self):
-        return _struct_dict(self._plan, {"variant": self.variant})
-
     def __repr__(self):
         return "qattn.MqaLogitsPlan(variant=%r, workspace_bytes=%d, reason=%r)" % (
             self.variant, self.workspace_bytes, self.reason)
@@ -491,8 +481,3 @@ class MqaLogitsPlan(_Plan):
                                                       ctypes.byref(a), ws_buf, ws_off),
                    stream or None, _device_of(ops[0]))
 
-    def _release(self):
-        if isinstance(self.workspace, DeviceArray):
-            self.workspace._release()
-        self.workspace = None
-        self.ctx._live.discard(self)
