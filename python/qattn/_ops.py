@@ -178,7 +178,7 @@ class _Plan:
 
 def _key(o):
     if isinstance(o, DeviceArray):
-        return (id(o), o._buf)
+        return (id(o), o._buf, o.shape, o.dtype)
     t = sys.modules.get("torch")
     if t is not None and isinstance(o, t.Tensor):
         return (o.data_ptr(), o.shape, o.stride(), o.dtype)
