@@ -20,7 +20,7 @@ _NP_NAMES = {"float32": L.F32, "int32": L.I32, "int8": L.I8, "float16": L.F16,
              "bfloat16": L.BF16, "float8_e4m3fn": L.FP8_E4M3FN,
              "float8_e4m3fnuz": L.FP8_E4M3FNUZ}
 _TYPESTR = {"<f4": L.F32, "<i4": L.I32, "|i1": L.I8, "<f2": L.F16}
-_RAW = {"uint8": 1, "uint16": 2, "|u1": 1, "<u2": 2}
+_RAW = {"uint8": 1, "uint16": 2, "int16": 2, "|u1": 1, "<u2": 2, "<i2": 2}
 
 # DLPack (dlpack.h, DLDataTypeCode and DLDeviceType)
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT = 0, 1, 2, 4

@@ -148,6 +148,44 @@ def test_decode_torch_fp8_dtype(hip):
     assert torch.equal(o1, o2)
 
 
+class CudaArrayOnly:
+    """Nothing but __cuda_array_interface__ (torch's export behind it)."""
+
+    def __init__(self, t):
+        self.__cuda_array_interface__ = t.__cuda_array_interface__
+        self.t = t
+
+
+class DLPackOnly:
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None):
+        return self.t.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
+@pytest.mark.parametrize("wrap", [CudaArrayOnly, DLPackOnly])
+def test_interchange_protocols(hip, wrap):
+    """The same decode through __cuda_array_interface__ and DLPack: bf16 as
+    int16 bits (the interface has no bf16 code), fp8 as uint8 + format."""
+    p = make_paged(23)
+    direct = plan_for(hip, p).run(p["q"])
+    indptr, indices = paging_of(p["block_table"])
+    w = {n: wrap(p[n]) for n in ("k_cache", "v_cache", "k_scale", "v_scale", "lens")}
+    q = wrap(p["q"].view(torch.int16))
+    out = torch.empty_like(p["q"])
+    plan = hip.decode_plan(q, w["k_cache"], w["v_cache"], wrap(indptr), wrap(indices), w["lens"],
+                           k_scale=w["k_scale"], v_scale=w["v_scale"], page_size=16,
+                           max_kv_len=p["max_len"], kv_format="fp8_e4m3fn",
+                           out=wrap(out.view(torch.int16)))
+    plan.run(out=wrap(out.view(torch.int16)))
+    torch.cuda.synchronize()
+    assert torch.equal(out, direct)
+
+
 def test_decode_on_a_side_stream(hip):
     p = make_paged(13)
     plan = plan_for(hip, p)
