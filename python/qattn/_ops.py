@@ -116,7 +116,11 @@ class _Plan:
         key = None
         if self._cacheable:
             key = (tuple(formats.values()),) + tuple(None if o is None else _key(o) for o in objs)
-            hit = self._args_cache.get(key)
+            hit = None
+            if _NOKEY in key:
+                key = None
+            else:
+                hit = self._args_cache.get(key)
             if hit is not None and hit[0] == ctx._wrap_gen:
                 ctx._apply_stream(_stream_now(ctx, stream, device))
                 ctx.check(fn(hit[1]))
@@ -185,7 +189,10 @@ def _key(o):
     ai = getattr(o, "__array_interface__", None)
     if ai is not None:
         return (ai["data"][0], ai["shape"], ai["strides"], ai["typestr"])
-    return (id(o),)  # other protocols: no caching across objects
+    return _NOKEY  # other protocols: an object's id says nothing of its memory
+
+
+_NOKEY = ("no cache key",)
 
 
 _DECODE_OPERANDS = ("q", "k_cache", "v_cache", "k_scale", "v_scale", "kv_indptr", "kv_indices",
