@@ -221,14 +221,19 @@ def test_cuda_graph_replay_with_fresh_inputs(hip):
         assert_decode_close(out, decode_ref64(p), "replay with inputs of seed %d" % seed)
 
 
-def test_torch_compile_fullgraph(hip):
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(hip, backend):
+    """fullgraph: any graph break fails. aot_eager checks tracing and the
+    functionalized mutating op without code generation; inductor is the
+    default backend (it needs Triton and a C compiler on the machine)."""
+    torch._dynamo.reset()
     p = make_paged(18)
     plan = plan_for(hip, p)
 
     def step(q):
         return plan.run(q * 1.0).float() * 2.0  # ops around the opaque one
 
-    compiled = torch.compile(step, fullgraph=True)
+    compiled = torch.compile(step, fullgraph=True, backend=backend)
     got = compiled(p["q"])
     assert_decode_close(got / 2.0, decode_ref64(p), "torch.compile")
     q2 = torch.randn(p["q"].shape, device="cuda").to(torch.bfloat16)
