@@ -20,21 +20,23 @@ if [ -f "$H/lib/libqattn_hip.so.0.1" ]; then
     ldd "$QATTN_LIBRARY_DIR/libqattn_hip.so.0.1" 2>&1 | sed 's/^/  /'
   }
   # pytest: the machine's, else the Debian packages carried in $H/pydeps
+  # (on these steps' path only, so nothing else sees their versions)
+  pypath=python${PYTHONPATH:+:$PYTHONPATH}
   if ! python3 -c 'import pytest' 2>/dev/null && ls "$H"/pydeps/*.deb >/dev/null 2>&1; then
     rm -rf /tmp/qattn-pydeps
     for d in "$H"/pydeps/*.deb; do dpkg -x "$d" /tmp/qattn-pydeps; done
-    export PYTHONPATH=/tmp/qattn-pydeps/usr/lib/python3/dist-packages${PYTHONPATH:+:$PYTHONPATH}
+    pypath=$pypath:/tmp/qattn-pydeps/usr/lib/python3/dist-packages
   fi
-  step python_torch 300 bash -c "$(declare -f py_pre); py_pre; python3 -c 'import pytest; print(\"pytest\", pytest.__version__)' && \
+  step python_torch 300 env PYTHONPATH="$pypath" bash -c "$(declare -f py_pre); py_pre; python3 -c 'import pytest; print(\"pytest\", pytest.__version__)' && \
     python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else \"torch sees no GPU\")' && \
     QATTN_PYTEST_REQUIRE=hip PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rs -v \
     python/tests/test_torch.py"
   wait_steps
   TAIL=40 report python_torch
-  step python_vllm 120 bash -c "$(declare -f py_pre); py_pre; PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} python3 python/examples/vllm_decode.py"
+  step python_vllm 120 env PYTHONPATH="$pypath" bash -c "$(declare -f py_pre); py_pre; python3 python/examples/vllm_decode.py"
   wait_steps
   TAIL=8 report python_vllm
-  step python_overhead 120 env PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} python3 python/examples/overhead.py
+  step python_overhead 120 env PYTHONPATH="$pypath" python3 python/examples/overhead.py
   wait_steps
   TAIL=20 report python_overhead
 else
