@@ -103,25 +103,21 @@ _torch_dtypes = None
 
 
 def _torch_mod():
+    """torch once the program has imported it (qattn never imports it)."""
     global _torch, _torch_dtypes
     if _torch is None:
         import sys
-        _torch = sys.modules.get("torch", False)
-        if _torch:
-            t = _torch
-            _torch_dtypes = {t.bfloat16: (L.BF16, 0), t.float16: (L.F16, 0),
-                             t.float32: (L.F32, 0), t.int32: (L.I32, 0), t.int8: (L.I8, 0),
-                             t.uint8: (0, 1), t.int16: (0, 2)}
-            for n, q in (("float8_e4m3fn", L.FP8_E4M3FN), ("float8_e4m3fnuz", L.FP8_E4M3FNUZ),
-                         ("uint16", None)):
-                if hasattr(t, n):
-                    _torch_dtypes[getattr(t, n)] = (q, 0) if q else (0, 2)
+        t = sys.modules.get("torch")
+        if t is None:
+            return None
+        d = {t.bfloat16: (L.BF16, 0), t.float16: (L.F16, 0), t.float32: (L.F32, 0),
+             t.int32: (L.I32, 0), t.int8: (L.I8, 0), t.uint8: (0, 1), t.int16: (0, 2)}
+        for n, q in (("float8_e4m3fn", L.FP8_E4M3FN), ("float8_e4m3fnuz", L.FP8_E4M3FNUZ),
+                     ("uint16", None)):
+            if hasattr(t, n):
+                d[getattr(t, n)] = (q, 0) if q else (0, 2)
+        _torch_dtypes, _torch = d, t
     return _torch
-
-
-def torch_dtype_of(dtype_name):
-    t = _torch_mod()
-    return {"bf16": t.bfloat16, "f32": t.float32, "i32": t.int32}[dtype_name]
 
 
 def view(x, name, fmt=None):
