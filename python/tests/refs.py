@@ -1,5 +1,5 @@
 """float64 references written from /work/shared/spec/ops.md, independent of
-the C library, and the number-format helpers the tests need."""
+the C library, and the number-format and interchange helpers the tests need."""
 import numpy as np
 
 FMAX = {"fp8_e4m3fn": 448.0, "fp8_e4m3fnuz": 240.0}
@@ -101,3 +101,16 @@ def mqa_ref(q, k, k_scale, weights, ks, ke, q_fmt, k_fmt):
         lo, hi = max(0, int(ks[i])), min(Skv, int(ke[i]))
         logits[i, (cols < lo) | (cols >= hi)] = -np.inf
     return logits, mag
+
+
+class DLPackOnly:
+    """An object offering nothing but DLPack (its producer behind it)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import qattn
-from refs import (FMAX, bf16_to_f64, decode_codes, decode_ref, f32_to_bf16, fp8_table, mqa_ref,
-                  random_fp8)
+from refs import (FMAX, DLPackOnly, bf16_to_f64, decode_codes, decode_ref, f32_to_bf16,
+                  mqa_ref, random_fp8)
 
 GUARD = 8
 POISON_BF16 = 0xFFFF  # a NaN
@@ -376,19 +376,6 @@ def test_ml_dtypes(cpu, request):
                            p["kv_lens"], k_scale=p["k_scale"], v_scale=p["v_scale"],
                            page_size=16, max_kv_len=128).run()
     assert (o_raw == o_ml.view(np.uint16)).all(), "seed %d" % seed
-
-
-class DLPackOnly:
-    """An object offering nothing but DLPack (numpy's producer behind it)."""
-
-    def __init__(self, a):
-        self.a = a
-
-    def __dlpack__(self, stream=None):
-        return self.a.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.a.__dlpack_device__()
 
 
 def test_dlpack_input(ctx, request):

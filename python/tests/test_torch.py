@@ -9,7 +9,7 @@ import pytest
 
 import qattn
 from conftest import REQUIRED
-from refs import fp8_table
+from refs import DLPackOnly, fp8_table
 
 torch = pytest.importorskip("torch", reason="skipped: torch is not installed")
 
@@ -154,17 +154,6 @@ class CudaArrayOnly:
     def __init__(self, t):
         self.__cuda_array_interface__ = t.__cuda_array_interface__
         self.t = t
-
-
-class DLPackOnly:
-    def __init__(self, t):
-        self.t = t
-
-    def __dlpack__(self, stream=None):
-        return self.t.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.t.__dlpack_device__()
 
 
 @pytest.mark.parametrize("wrap", [CudaArrayOnly, DLPackOnly])
