@@ -34,7 +34,7 @@ fi
 for b in .devbuild/all/bench/qattn-bench .devbuild/all/tests/qattn_parity .devbuild/all/tests/qattn_big_cache \
          .devbuild/all/tests/test_plan_* .devbuild/all/tests/test_vk_embed .devbuild/all/tests/test_vk_contexts \
          .devbuild/all/tests/test_vk_hardening .devbuild/all/tests/qattn_bad_inputs \
-         $(ls .devbuild/hipbin/* 2>/dev/null); do
+         $(find .devbuild/hipbin -maxdepth 1 -type f 2>/dev/null) $(ls .devbuild/hipbin/lib/* 2>/dev/null); do
   need=$(objdump -T "$b" | grep -o "GLIBC_2\.[0-9]*" | sort -t. -k2 -n | tail -1)
   echo "$b needs $need"
   case $need in GLIBC_2.39|GLIBC_2.[0-3][0-9]|GLIBC_2.[0-9]) ;; *) echo "too new for the GPU machine"; exit 1;; esac

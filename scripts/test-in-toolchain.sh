@@ -23,6 +23,25 @@ labels_excluded='full|pending'
 [ $full = 1 ] && labels_excluded='pending'
 ctest --test-dir build/test --output-on-failure -j "$jobs" -LE "$labels_excluded"
 
+echo "== Python package: installed by cmake --install, pytest on cpu and Vulkan (lavapipe)"
+if ! python3 -c 'import numpy, pytest' 2>/dev/null; then
+  # the Debian 13 root lists them; a host with every other tool may lack them
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -q python3-numpy python3-pytest >/dev/null
+  else
+    echo "python3-numpy and python3-pytest are needed (apt-get install python3-numpy python3-pytest)"; exit 1
+  fi
+fi
+rm -rf build/py-prefix
+cmake --install build/test --prefix "$PWD/build/py-prefix" >/dev/null
+pysite=$PWD/build/py-prefix/$(sed -n 's/^QATTN_PYTHON_INSTALL_DIR:STRING=//p' build/test/CMakeCache.txt)
+PYTHONPATH=$pysite python3 -m qattn
+PYTHONPATH=$pysite PYTHONDONTWRITEBYTECODE=1 QATTN_PYTEST_REQUIRE=cpu,vulkan \
+  python3 -m pytest -p no:cacheprovider -rs python/tests
+# the README's Python block, as a user pastes it
+sed -n '/^## Python/,/^## Status/p' README.md | sed -n '/^```python$/,/^```$/p' | sed '1d;$d' >build/readme.py
+PYTHONPATH=$pysite python3 build/readme.py && echo "the README's Python block ran"
+
 echo "== core and cpu-backend tests under -fsanitize=address,undefined"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DQATTN_SANITIZE=ON \
   -DQATTN_VULKAN=OFF -DQATTN_HIP=OFF -DQATTN_BUILD_BENCH=OFF >/dev/null

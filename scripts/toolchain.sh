@@ -31,7 +31,7 @@ packages=(
   glslang-tools spirv-tools cmake ninja-build pkgconf
   libcmocka-dev libvulkan-dev libvulkan-volk-dev
   mesa-vulkan-drivers vulkan-validationlayers gcc g++ libc6-dev
-  libclang-rt-19-dev
+  libclang-rt-19-dev python3 python3-numpy python3-pytest
 )
 tag=debian13-$(printf '%s\n' "${packages[@]}" | sha256sum | cut -c1-12)
 root=${QATTN_TOOLROOT:-/var/cache/qattn/$tag}

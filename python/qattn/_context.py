@@ -1,0 +1,360 @@
+"""Contexts, device buffers, errors, and the binding of operands to
+qattn_tensor descriptors."""
+import ctypes
+
+from . import _lib as L
+from ._tensors import CUDA, HOST, View, view
+
+_AUTO_ORDER = ("hip", "vulkan", "cpu")
+
+
+class QattnError(RuntimeError):
+    """A qattn call failed. `status_name` is the C enumerator
+    ("QATTN_ERR_SHAPE"), `status` its value, `message` the library's text
+    naming the argument and the rule it broke."""
+
+    def __init__(self, status, status_name, message):
+        super().__init__("%s: %s" % (status_name, message))
+        self.status, self.status_name, self.message = status, status_name, message
+
+
+def _raise(status, message):
+    lib = L.core()
+    raise QattnError(status, lib.qattn_status_name(status).decode(), message)
+
+
+def backends():
+    """The backends whose libraries load here, in 'auto' order."""
+    return [n for n in _AUTO_ORDER if L.backend(n)]
+
+
+class Context:
+    """One backend instance on one device (qattn_context).
+
+    backend: "auto" (hip, vulkan, then cpu: the first that opens a device),
+    "cpu", "vulkan" or "hip". device: None (the backend's default), an index
+    or a name substring. stream (hip): a hipStream_t / cudaStream_t as an
+    int or an object with .cuda_stream; by default each torch call follows
+    torch's current stream."""
+
+    def __init__(self, backend="auto", device=None, debug_validation=False, stream=None):
+        lib = L.core()
+        names = _AUTO_ORDER if backend == "auto" else (backend,)
+        reasons = []
+        self._h = None
+        status = L.core().qattn_status_name  # keep a reference for messages below
+        last = 13  # QATTN_ERR_BACKEND_UNAVAILABLE
+        for name in names:
+            table = L.backend(name)
+            if not table:
+                reasons.append("%s: library not loadable (%s)" % (name, L.backend_error(name)))
+                continue
+            o = L.ContextOptions(ctypes.sizeof(L.ContextOptions),
+                                 None if device is None else str(device).encode(),
+                                 int(bool(debug_validation)), _stream_handle(stream))
+            h = ctypes.c_void_p()
+            err = ctypes.create_string_buffer(512)
+            rc = lib.qattn_context_create(table, ctypes.byref(o), ctypes.byref(h), err, 512)
+            if rc == 0:
+                self._h, self.backend = h.value, name
+                break
+            last = rc
+            reasons.append("%s: %s" % (name, err.value.decode() or status(rc).decode()))
+        if self._h is None:
+            _raise(last, "; ".join(reasons))
+        self._lib = lib
+        self._wrapped = {}     # (address, bytes) -> qattn_buffer of wrapped memory
+        self._wrap_gen = 0     # bumped when _wrapped is emptied: cached args refer to it
+        self._stream = _stream_handle(stream)
+        self._follow_torch = stream is None
+        self._set_stream_to = None
+        self._live = set()     # DeviceArrays and plans holding buffers of this context
+        from ._ops import _KvStore
+        self._kv_store = _KvStore(self)  # its argument cache; its id names it to torch ops
+
+    # ---- lifetime ---------------------------------------------------------
+    def close(self):
+        """Frees every buffer the package made on this context, then the context."""
+        if self._h is None:
+            return
+        for obj in list(self._live):
+            obj._release()
+        self._drop_wrapped()
+        self._lib.qattn_context_free(self._h)
+        self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _drop_wrapped(self):
+        for b in self._wrapped.values():
+            self._lib.qattn_buffer_free(self._h, b)
+        self._wrapped.clear()
+        self._wrap_gen += 1
+
+    # ---- information ------------------------------------------------------
+    @property
+    def handle(self):
+        """The qattn_context pointer, for C code sharing this context."""
+        return self._h
+
+    @property
+    def caps(self):
+        c = L.DeviceCaps()
+        self.check(self._lib.qattn_get_caps(self._h, ctypes.byref(c)))
+        return {"arch": c.arch.decode(), "device_name": c.device_name.decode(),
+                "compute_units": c.compute_units,
+                "subgroup_size": (c.subgroup_size_min, c.subgroup_size_max),
+                "max_shared_bytes": c.max_shared_bytes, "features": c.features}
+
+    def __repr__(self):
+        if self._h is None:
+            return "qattn.Context(closed)"
+        return "qattn.Context(backend=%r, device=%r)" % (self.backend, self.caps["device_name"])
+
+    def check(self, rc):
+        """Raises QattnError for a non-zero status, with the context's last error."""
+        if rc:
+            _raise(rc, self._lib.qattn_last_error(self._h).decode())
+
+    def synchronize(self):
+        self.check(self._lib.qattn_synchronize(self._h))
+
+    def last_op_time_ms(self):
+        """Device time of the last op, from the backend's own timer (waits for it)."""
+        ms = ctypes.c_double()
+        self.check(self._lib.qattn_last_op_time_ms(self._h, ctypes.byref(ms)))
+        return ms.value
+
+    def set_stream(self, stream):
+        """HIP: enqueue later calls on `stream` (int handle or .cuda_stream
+        object); None returns to following torch's current stream."""
+        self._follow_torch = stream is None
+        self._stream = _stream_handle(stream)
+        self._apply_stream(self._stream)
+
+    def _apply_stream(self, handle):
+        if self.backend == "hip" and handle != self._set_stream_to:
+            self.check(self._lib.qattn_hip_set_stream(self._h, handle))
+            self._set_stream_to = handle
+
+    # ---- device buffers ---------------------------------------------------
+    def buffer(self, array, format=None):
+        """A DeviceArray on this context holding a copy of `array` (its dtype,
+        shape; uint8/uint16 need `format` as in the ops)."""
+        v = view(array, "array", format)
+        if v.mem != HOST:
+            raise TypeError("array: ctx.buffer copies host arrays; wrap device memory by "
+                            "passing the tensor to an op")
+        d = DeviceArray(self, v.shape, v.dtype)
+        src = _contiguous_bytes(array, v)
+        if d.nbytes:
+            self.check(self._lib.qattn_buffer_upload(self._h, d._buf, 0, src, d.nbytes))
+        return d
+
+    def empty(self, shape, dtype):
+        """An uninitialised DeviceArray of `shape` and qattn dtype name `dtype`."""
+        return DeviceArray(self, tuple(shape), L.DTYPE_BY_NAME[dtype])
+
+    # ---- binding operands -------------------------------------------------
+    def _bind(self, pairs, outputs=()):
+        """Fills each (struct field, View or None) pair; returns a Binding whose
+        finish(ok) writes staged outputs back and frees staged buffers."""
+        b = _Binding(self)
+        for t, v in pairs:
+            if v is None:
+                ctypes.memset(ctypes.addressof(t), 0, ctypes.sizeof(t))
+                continue
+            buf, off = b.place(v, v in outputs)
+            _fill(t, buf, off, v)
+        return b
+
+    def _wrap(self, lo, span):
+        key = (lo, span)
+        h = self._wrapped.get(key)
+        if h is None:
+            if len(self._wrapped) >= 4096:
+                self._drop_wrapped()
+            out = ctypes.c_void_p()
+            self.check(self._lib.qattn_buffer_wrap(self._h, lo, span, ctypes.byref(out)))
+            h = self._wrapped[key] = out.value
+        return h
+
+
+def _fill(t, buf, off, v):
+    if not 1 <= len(v.shape) <= L.MAX_RANK:
+        raise ValueError("rank %d: qattn tensors have rank 1..%d" % (len(v.shape), L.MAX_RANK))
+    t.buffer, t.offset, t.dtype, t.rank = buf, off, v.dtype, len(v.shape)
+    for i, (n, s) in enumerate(zip(v.shape, v.strides)):
+        t.shape[i], t.strides[i] = n, s
+    for i in range(len(v.shape), L.MAX_RANK):
+        t.shape[i] = t.strides[i] = 0
+
+
+class _Binding:
+    """The buffers one call uses: wrapped (cached on the context), the
+    package's DeviceArrays, or staging copies of host memory for backends
+    that cannot read it (written back after a successful call)."""
+
+    def __init__(self, ctx):
+        self.ctx, self.staged, self.writeback = ctx, [], []
+        self.staged_any = False
+
+    def place(self, v, is_output):
+        ctx = self.ctx
+        if v.buffer is not None:  # DeviceArray: v.ptr is the byte offset in it
+            if v.buffer[0] is not ctx:
+                raise ValueError("a DeviceArray of another context was passed")
+            return v.buffer[1], v.ptr
+        if v.span == 0:
+            raise ValueError("an empty tensor (shape %s) has no memory to pass" % (v.shape,))
+        if is_output and v.readonly:
+            raise ValueError("an output tensor is read-only")
+        native = (ctx.backend == "cpu" and v.mem == HOST) or (ctx.backend == "hip" and v.mem == CUDA)
+        if native:
+            return ctx._wrap(v.lo, v.span), v.ptr - v.lo
+        if v.mem != HOST:
+            raise TypeError("device memory (%s) cannot be used by the %s backend" %
+                            (v.mem, ctx.backend))
+        buf = ctypes.c_void_p()
+        ctx.check(ctx._lib.qattn_buffer_alloc(ctx._h, v.span, ctypes.byref(buf)))
+        self.staged.append(buf.value)
+        self.staged_any = True
+        ctx.check(ctx._lib.qattn_buffer_upload(ctx._h, buf.value, 0, v.lo, v.span))
+        if is_output:
+            self.writeback.append((buf.value, v))
+        return buf.value, v.ptr - v.lo
+
+    def finish(self, ok):
+        ctx = self.ctx
+        try:
+            if ok:
+                for buf, v in self.writeback:
+                    ctx.check(ctx._lib.qattn_buffer_download(ctx._h, buf, 0, v.lo, v.span))
+        finally:
+            for buf in self.staged:
+                ctx._lib.qattn_buffer_free(ctx._h, buf)
+            self.staged = []
+
+
+def _stream_handle(stream):
+    if stream is None:
+        return None
+    if isinstance(stream, int):
+        return stream or None
+    h = getattr(stream, "cuda_stream", None)
+    if h is None:
+        raise TypeError("stream: an int handle or an object with .cuda_stream, not %s" %
+                        type(stream).__name__)
+    return h or None
+
+
+def _contiguous_bytes(array, v):
+    """A host address of v's elements in row-major order (a copy if needed)."""
+    if _is_c_contiguous(v):
+        return v.ptr
+    import numpy as np
+    a = np.ascontiguousarray(array)
+    v.keep = (v.keep, a)
+    return a.__array_interface__["data"][0]
+
+
+def _is_c_contiguous(v):
+    acc = 1
+    for n, s in zip(reversed(v.shape), reversed(v.strides)):
+        if n != 1 and s != acc:
+            return False
+        acc *= n
+    return True
+
+
+class DeviceArray:
+    """Device memory the package owns on one context (qattn_buffer), with a
+    shape and a qattn dtype; pass it to any op of that context, read it back
+    with .numpy(). Contiguous, row-major."""
+
+    def __init__(self, ctx, shape, dtype):
+        self.ctx, self.shape, self.dtype = ctx, tuple(int(n) for n in shape), dtype
+        n = 1
+        for d in self.shape:
+            n *= d
+        self.nbytes = n * L.DTYPE_SIZE[dtype]
+        self._buf = None
+        if self.nbytes:
+            b = ctypes.c_void_p()
+            ctx.check(ctx._lib.qattn_buffer_alloc(ctx._h, self.nbytes, ctypes.byref(b)))
+            self._buf = b.value
+        ctx._live.add(self)
+
+    @property
+    def dtype_name(self):
+        return L.DTYPE_NAMES[self.dtype]
+
+    def _qattn_view(self, name, fmt):
+        if self._buf is None:
+            raise ValueError("%s: a freed or empty DeviceArray" % name)
+        st, acc = [], 1
+        for d in reversed(self.shape):
+            st.append(acc)
+            acc *= d
+        dt = self.dtype
+        if fmt is not None and L.DTYPE_BY_NAME.get(fmt) != dt:
+            raise TypeError("%s: a %s DeviceArray passed with format %r" %
+                            (name, self.dtype_name, fmt))
+        return View(0, dt, self.shape, tuple(reversed(st)), "qattn", -1, self, False,
+                    (self.ctx, self._buf))
+
+    def numpy(self):
+        """A host copy: float32/int32/int8 as such, bf16 as uint16 bits, fp8
+        as uint8 codes (see numpy_dtype)."""
+        import numpy as np
+        out = np.empty(self.shape, dtype=numpy_dtype(self.dtype))
+        if self.nbytes:
+            self.ctx.check(self.ctx._lib.qattn_buffer_download(
+                self.ctx._h, self._buf, 0, out.ctypes.data, self.nbytes))
+        return out
+
+    def upload(self, array, format=None):
+        """Overwrites the contents with `array` (same shape and dtype)."""
+        v = view(array, "array", format)
+        if v.shape != self.shape or v.dtype != self.dtype:
+            raise ValueError("array: %s %s into a DeviceArray of %s %s" %
+                             (L.DTYPE_NAMES[v.dtype], v.shape, self.dtype_name, self.shape))
+        if self.nbytes:
+            self.ctx.check(self.ctx._lib.qattn_buffer_upload(
+                self.ctx._h, self._buf, 0, _contiguous_bytes(array, v), self.nbytes))
+
+    def _release(self):
+        if self._buf is not None and self.ctx._h is not None:
+            self.ctx._lib.qattn_buffer_free(self.ctx._h, self._buf)
+        self._buf = None
+        self.ctx._live.discard(self)
+
+    free = _release
+
+    def __del__(self):
+        try:
+            self._release()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "qattn.DeviceArray(%s, %s, %s)" % (self.shape, self.dtype_name, self.ctx.backend)
+
+
+def numpy_dtype(dt):
+    """The numpy dtype a qattn dtype comes back as: raw bits for the types
+    numpy lacks (bf16 as uint16, fp8 as uint8 codes; `.view(ml_dtypes.bfloat16)`
+    reads them as values where ml_dtypes is installed)."""
+    import numpy as np
+    return np.dtype({L.BF16: np.uint16, L.F16: np.float16, L.F32: np.float32, L.I32: np.int32,
+                     L.I8: np.int8, L.FP8_E4M3FN: np.uint8, L.FP8_E4M3FNUZ: np.uint8}[dt])

@@ -1,0 +1,490 @@
+"""The operations: decode (plan/run), KV store, MQA logits (plan/run).
+
+Each op accepts numpy arrays, torch tensors, DLPack/__cuda_array_interface__
+objects and DeviceArrays. Plans hold their C plan, their workspace
+(allocated once, at planning) and the operands given at planning, which
+run() uses for any operand it is not given.
+
+The paged MQA indexer (spec 5) gets its plan class here, beside
+MqaLogitsPlan, when its C entry points land (qattn_paged_mqa_logits_*).
+"""
+import ctypes
+import math
+import sys
+import weakref
+
+from . import _lib as L
+from ._context import DeviceArray, numpy_dtype
+from ._tensors import CUDA, view
+
+# Plans and contexts by id, for the torch custom ops (whose arguments can
+# only be tensors and scalars). Weak: a plan lives as long as the caller
+# keeps it.
+_PLANS = weakref.WeakValueDictionary()
+_CONTEXTS = weakref.WeakValueDictionary()
+_next_id = [1]
+
+
+def _register(table, obj):
+    i = _next_id[0]
+    _next_id[0] += 1
+    table[i] = obj
+    return i
+
+
+# torch, once a torch tensor has been seen (qattn never imports torch itself)
+_T = [None]
+
+
+def _torch():
+    return _T[0]
+
+
+def _is_torch(x):
+    t = _T[0]
+    if t is None:
+        t = sys.modules.get("torch")
+        if t is None or not isinstance(x, t.Tensor):
+            return False
+        from . import torch_ops  # registers the custom ops
+        torch_ops.register()
+        _T[0] = t
+    return isinstance(x, t.Tensor)
+
+
+def _empty_like(ctx, ref, shape, dtype, pad_last=None):
+    """A new output of `shape` and qattn dtype in the same kind of memory
+    as `ref`: a torch tensor on ref's device, a DeviceArray, or a numpy
+    array. pad_last: allocate the last dim that wide and return a view."""
+    alloc = list(shape)
+    if pad_last:
+        alloc[-1] = pad_last
+    if _is_torch(ref):
+        t = _torch()
+        tdt = {L.BF16: t.bfloat16, L.F32: t.float32}[dtype]
+        out = t.empty(alloc, dtype=tdt, device=ref.device)
+        return out[..., :shape[-1]] if pad_last else out
+    if isinstance(ref, DeviceArray):
+        if pad_last:
+            raise ValueError("a padded output needs host or torch memory; pass out=")
+        return DeviceArray(ctx, shape, dtype)
+    import numpy as np
+    out = np.empty(alloc, dtype=numpy_dtype(dtype))
+    return out[..., :shape[-1]] if pad_last else out
+
+
+def _workspace(ctx, ref, nbytes):
+    if not nbytes:
+        return None
+    if _is_torch(ref) and ref.device.type != "cpu":
+        t = _torch()
+        return t.empty(nbytes, dtype=t.uint8, device=ref.device)
+    return DeviceArray(ctx, (nbytes,), L.I8)
+
+
+def _stream_now(ctx, stream, device):
+    """The stream a call enqueues on: `stream`, else the context's, else
+    (HIP with torch) torch's current stream of `device`."""
+    if stream is not None:
+        from ._context import _stream_handle
+        return _stream_handle(stream)
+    if ctx.backend != "hip" or not ctx._follow_torch:
+        return ctx._stream
+    t = _torch()
+    if t is None:
+        return None
+    raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw else t.cuda.current_stream(device).cuda_stream
+
+
+def _shape_of(x, name, fmt=None):
+    s = getattr(x, "shape", None)
+    if s is not None:
+        return tuple(s)
+    return view(x, name, fmt).shape
+
+
+class _Plan:
+    """Shared by the plan classes: the call with argument caching."""
+
+    def _call(self, names, objs, formats, outputs, fn, stream, device):
+        """Binds the operands, runs fn(args) and checks it. For memory the
+        backend reads in place (cpu: host memory, hip: device memory, and
+        DeviceArrays) the filled argument struct is kept per operand
+        addresses, so a repeated call with the same tensors only looks it up."""
+        ctx = self.ctx
+        key = None
+        if self._cacheable:
+            key = (tuple(formats.values()),) + tuple(None if o is None else _key(o) for o in objs)
+            hit = None
+            if _NOKEY in key:
+                key = None
+            else:
+                hit = self._args_cache.get(key)
+            if hit is not None and hit[0] == ctx._wrap_gen:
+                ctx._apply_stream(_stream_now(ctx, stream, device))
+                ctx.check(fn(hit[1]))
+                return
+        args = self._args_type()
+        pairs, out_views = [], []
+        for n, o in zip(names, objs):
+            v = None if o is None else view(o, n, formats.get(n))
+            if v is not None and n in outputs:
+                out_views.append(v)
+            pairs.append((getattr(args, n), v))
+        self._fill_scalars(args)
+        b = ctx._bind(pairs, out_views)
+        ok = False
+        try:
+            ctx._apply_stream(_stream_now(ctx, stream, device))
+            ctx.check(fn(args))
+            ok = True
+        finally:
+            b.finish(ok)
+        if key is not None and not b.staged_any:
+            if len(self._args_cache) > 64:
+                self._args_cache.clear()
+            self._args_cache[key] = (ctx._wrap_gen, args)
+
+    def _fill_scalars(self, args):
+        pass
+
+    # ---- inspection and lifetime, for the plan classes -------------------
+    @property
+    def reason(self):
+        return self._plan.reason.decode()
+
+    @property
+    def workspace_bytes(self):
+        return self._plan.workspace_bytes
+
+    def info(self):
+        """Every field of the C plan, as a dict."""
+        return _struct_dict(self._plan, {"variant": self.variant})
+
+    def _release(self):
+        if isinstance(self.workspace, DeviceArray):
+            self.workspace._release()
+        self.workspace = None
+        self.ctx._live.discard(self)
+
+    def _bound_workspace(self, ws):
+        """(qattn_buffer, offset) of the workspace; the plan's own is bound once."""
+        if ws is None:
+            return None, 0
+        if ws is self.workspace:
+            b = self.__dict__.get("_ws_bound")
+            if b is None or b[0] != self.ctx._wrap_gen:
+                b = self._ws_bound = (self.ctx._wrap_gen,) + _workspace_buffer(self.ctx, ws)
+            return b[1], b[2]
+        return _workspace_buffer(self.ctx, ws)
+
+
+def _key(o):
+    if isinstance(o, DeviceArray):
+        return (id(o), o._buf, o.shape, o.dtype)
+    t = sys.modules.get("torch")
+    if t is not None and isinstance(o, t.Tensor):
+        return (o.data_ptr(), o.shape, o.stride(), o.dtype)
+    ai = getattr(o, "__array_interface__", None)
+    if ai is not None:
+        return (ai["data"][0], ai["shape"], ai["strides"], ai["typestr"])
+    return _NOKEY  # other protocols: an object's id says nothing of its memory
+
+
+_NOKEY = ("no cache key",)
+
+
+_DECODE_OPERANDS = ("q", "k_cache", "v_cache", "k_scale", "v_scale", "kv_indptr", "kv_indices",
+                    "kv_lens", "sinks", "o", "lse")
+
+
+class DecodePlan(_Plan):
+    """A decode plan (qattn_decode_plan) for one shape, with its workspace.
+
+    Inspect: variant, num_splits, keys_per_split, reason, workspace_bytes,
+    info() (every field). Run with run(); operands not given to run() are
+    the ones given at planning."""
+
+    _args_type = L.DecodeArgs
+
+    def __init__(self, ctx, q, k_cache, v_cache, kv_indptr, kv_indices, kv_lens, *, page_size,
+                 max_kv_len, k_scale=None, v_scale=None, sinks=None, sm_scale=None,
+                 window_left=-1, logit_softcap=0.0, return_lse=False, kv_format=None,
+                 variant="auto", num_splits=0, out=None, lse=None, workspace=None):
+        self.ctx = ctx
+        qs = _shape_of(q, "q")
+        if len(qs) != 4:
+            raise ValueError("q: shape %s, want [B, R, Hq, D]" % (qs,))
+        dv = _shape_of(v_cache, "v_cache", kv_format)[-1]
+        self.out_shape = (qs[0], qs[1], qs[2], dv)
+        self.return_lse = bool(return_lse)
+        self.page_size, self.max_kv_len = int(page_size), int(max_kv_len)
+        self.sm_scale = 1.0 / math.sqrt(qs[3]) if sm_scale is None else float(sm_scale)
+        self.window_left, self.logit_softcap = int(window_left), float(logit_softcap)
+        self.kv_format = kv_format
+        if variant not in L.DECODE_VARIANTS:
+            raise ValueError("variant: %r is not one of %s" % (variant, tuple(L.DECODE_VARIANTS)))
+        if out is None:
+            out = _empty_like(ctx, q, self.out_shape, L.BF16)
+        if self.return_lse and lse is None:
+            lse = _empty_like(ctx, q, self.out_shape[:3], L.F32)
+        self._defaults = dict(q=q, k_cache=k_cache, v_cache=v_cache, k_scale=k_scale,
+                              v_scale=v_scale, kv_indptr=kv_indptr, kv_indices=kv_indices,
+                              kv_lens=kv_lens, sinks=sinks)
+        self._plan = L.DecodePlan()
+        opts = L.DecodeOptions(ctypes.sizeof(L.DecodeOptions), L.DECODE_VARIANTS[variant],
+                               int(num_splits))
+        objs = [q, k_cache, v_cache, k_scale, v_scale, kv_indptr, kv_indices, kv_lens, sinks,
+                out, lse if self.return_lse else None]
+        self._cacheable = False
+        lib = ctx._lib
+        self._call(_DECODE_OPERANDS, objs, self._formats(), ("o", "lse"),
+                   lambda a: lib.qattn_decode_plan_create(ctx._h, ctypes.byref(a),
+                                                          ctypes.byref(opts),
+                                                          ctypes.byref(self._plan)),
+                   None, None)
+        self._cacheable = ctx.backend in ("cpu", "hip")
+        self._args_cache = {}
+        self.workspace = workspace if workspace is not None else \
+            _workspace(ctx, q, self._plan.workspace_bytes)
+        self.id = _register(_PLANS, self)
+        ctx._live.add(self)
+
+    def _formats(self):
+        return {"k_cache": self.kv_format, "v_cache": self.kv_format}
+
+    def _fill_scalars(self, a):
+        a.page_size, a.max_kv_len, a.sm_scale = self.page_size, self.max_kv_len, self.sm_scale
+        a.window_left, a.logit_softcap = self.window_left, self.logit_softcap
+
+    # ---- inspection -------------------------------------------------------
+    @property
+    def variant(self):
+        return self.ctx._lib.qattn_decode_variant_name(self._plan.variant).decode()
+
+    @property
+    def num_splits(self):
+        return self._plan.num_splits
+
+    @property
+    def keys_per_split(self):
+        return self._plan.keys_per_split
+
+    def __repr__(self):
+        return ("qattn.DecodePlan(variant=%r, num_splits=%d, workspace_bytes=%d, reason=%r)" %
+                (self.variant, self.num_splits, self.workspace_bytes, self.reason))
+
+    # ---- run --------------------------------------------------------------
+    def run(self, q=None, k_cache=None, v_cache=None, k_scale=None, v_scale=None, *,
+            kv_indptr=None, kv_indices=None, kv_lens=None, sinks=None, out=None, lse=None,
+            workspace=None, stream=None):
+        """Runs the plan; returns out (allocated when not given), or (out, lse)
+        for a plan made with return_lse. Never allocates on the device beyond
+        the outputs it is not given."""
+        d = self._defaults
+        q = d["q"] if q is None else q
+        ops = [q, d["k_cache"] if k_cache is None else k_cache,
+               d["v_cache"] if v_cache is None else v_cache,
+               d["k_scale"] if k_scale is None else k_scale,
+               d["v_scale"] if v_scale is None else v_scale,
+               d["kv_indptr"] if kv_indptr is None else kv_indptr,
+               d["kv_indices"] if kv_indices is None else kv_indices,
+               d["kv_lens"] if kv_lens is None else kv_lens,
+               d["sinks"] if sinks is None else sinks]
+        if out is None:
+            out = _empty_like(self.ctx, q, self.out_shape, L.BF16)
+        if self.return_lse and lse is None:
+            lse = _empty_like(self.ctx, q, self.out_shape[:3], L.F32)
+        ws = self.workspace if workspace is None else workspace
+        if _is_torch(q):
+            t = _torch()
+            sh = 0 if stream is None else _stream_int(stream)
+            if t.compiler.is_compiling():
+                t.ops.qattn.decode(*ops, out, lse, ws, self.id, sh)
+            else:
+                self._launch(ops, out, lse, ws, sh)
+        else:
+            self._launch(ops, out, lse, ws, stream)
+        return (out, lse) if self.return_lse else out
+
+    def _launch(self, ops, out, lse, ws, stream):
+        """The C call; the torch custom op's implementation calls this too."""
+        ctx, lib, plan = self.ctx, self.ctx._lib, self._plan
+        ws_buf, ws_off = self._bound_workspace(ws)
+
+        def fn(a):
+            return lib.qattn_decode_run(ctx._h, ctypes.byref(plan), ctypes.byref(a), ws_buf,
+                                        ws_off)
+        self._call(_DECODE_OPERANDS, list(ops) + [out, lse], self._formats(), ("o", "lse"),
+                   fn, stream or None, _device_of(ops[0]))
+
+
+
+def _stream_int(stream):
+    from ._context import _stream_handle
+    return _stream_handle(stream) or 0
+
+
+def _device_of(x):
+    if _is_torch(x) and x.device.type != "cpu":
+        return x.device.index or 0
+    return None
+
+
+def _workspace_buffer(ctx, ws):
+    """(qattn_buffer, byte offset) of a workspace: a DeviceArray or device
+    memory the backend wraps."""
+    if isinstance(ws, DeviceArray):
+        if ws.ctx is not ctx:
+            raise ValueError("workspace: a DeviceArray of another context")
+        return ws._buf, 0
+    v = view(ws, "workspace")
+    native = (ctx.backend == "cpu" and v.mem != CUDA) or (ctx.backend == "hip" and v.mem == CUDA)
+    if not native:
+        raise TypeError("workspace: the %s backend needs a DeviceArray (ctx.empty) here" %
+                        ctx.backend)
+    return ctx._wrap(v.lo, v.span), v.ptr - v.lo
+
+
+def _struct_dict(s, override):
+    out = {}
+    for name, typ in s._fields_:
+        val = getattr(s, name)
+        if isinstance(val, bytes):
+            val = val.decode()
+        elif isinstance(val, ctypes.Array):
+            val = list(val)
+        elif isinstance(val, ctypes.Structure):
+            val = _struct_dict(val, {})
+        out[name] = val
+    out.update(override)
+    return out
+
+
+# ---- KV store ------------------------------------------------------------
+_KV_STORE_OPERANDS = ("k_new", "v_new", "slot_mapping", "k_cache", "v_cache", "k_scale",
+                      "v_scale")
+
+
+class _KvStore(_Plan):
+    _args_type = L.KvStoreArgs
+
+    def __init__(self, ctx):
+        self.ctx = weakref.proxy(ctx)
+        self._cacheable = ctx.backend in ("cpu", "hip")
+        self._args_cache = {}
+        self.id = _register(_CONTEXTS, ctx)
+
+
+def kv_store(ctx, k_new, v_new, slot_mapping, k_cache, v_cache, k_scale=None, v_scale=None, *,
+             kv_format=None, stream=None):
+    """Writes new tokens into the cache in its format (spec 2, KV store);
+    the cache and scales are written in place."""
+    ops = [k_new, v_new, slot_mapping, k_cache, v_cache, k_scale, v_scale]
+    if _is_torch(k_new):
+        t = _torch()
+        if t.compiler.is_compiling():
+            t.ops.qattn.kv_store(*ops, ctx._kv_store.id, kv_format or "",
+                                 0 if stream is None else _stream_int(stream))
+            return
+        stream = stream or None
+    _kv_store_launch(ctx, ops, kv_format, stream)
+
+
+def _kv_store_launch(ctx, ops, kv_format, stream):
+    ks = ctx._kv_store
+    lib = ctx._lib
+    fmts = {"k_cache": kv_format or None, "v_cache": kv_format or None}
+    ks._call(_KV_STORE_OPERANDS, ops, fmts, ("k_cache", "v_cache", "k_scale", "v_scale"),
+             lambda a: lib.qattn_kv_store(ctx._h, ctypes.byref(a)), stream, _device_of(ops[0]))
+
+
+# ---- MQA logits ----------------------------------------------------------
+_MQA_OPERANDS = ("q", "k", "k_scale", "weights", "ks", "ke", "logits")
+
+
+class MqaLogitsPlan(_Plan):
+    """An FP8 MQA logits plan (qattn_mqa_logits_plan) for one shape.
+    Outputs are [S, S_kv] f32 views of rows padded to a multiple of 256."""
+
+    _args_type = L.MqaLogitsArgs
+
+    def __init__(self, ctx, q, k, k_scale, weights, ks, ke, *, clean_logits=True,
+                 q_format=None, k_format=None, variant="auto", rows_per_subgroup=0,
+                 kv_slices=0, out=None):
+        self.ctx = ctx
+        qs, kshape = _shape_of(q, "q", q_format), _shape_of(k, "k", k_format)
+        if len(qs) != 3 or len(kshape) != 2:
+            raise ValueError("q: [S, H, D] and k: [S_kv, D], got %s and %s" % (qs, kshape))
+        self.out_shape = (qs[0], kshape[0])
+        self.clean_logits = bool(clean_logits)
+        self.q_format, self.k_format = q_format, k_format
+        if variant not in L.MQA_VARIANTS:
+            raise ValueError("variant: %r is not one of %s" % (variant, tuple(L.MQA_VARIANTS)))
+        if out is None:
+            out = self._new_out(q)
+        self._defaults = dict(q=q, k=k, k_scale=k_scale, weights=weights, ks=ks, ke=ke)
+        self._plan = L.MqaLogitsPlan()
+        opts = L.MqaLogitsOptions(ctypes.sizeof(L.MqaLogitsOptions), L.MQA_VARIANTS[variant],
+                                  int(rows_per_subgroup), int(kv_slices))
+        lib = ctx._lib
+        self._cacheable = False
+        self._call(_MQA_OPERANDS, [q, k, k_scale, weights, ks, ke, out], self._formats(),
+                   ("logits",),
+                   lambda a: lib.qattn_mqa_logits_plan_create(ctx._h, ctypes.byref(a),
+                                                              ctypes.byref(opts),
+                                                              ctypes.byref(self._plan)),
+                   None, None)
+        self._cacheable = ctx.backend in ("cpu", "hip")
+        self._args_cache = {}
+        self.workspace = _workspace(ctx, q, self._plan.workspace_bytes)
+        self.id = _register(_PLANS, self)
+        ctx._live.add(self)
+
+    def _new_out(self, ref):
+        pad = -(-self.out_shape[1] // 256) * 256
+        return _empty_like(self.ctx, ref, self.out_shape, L.F32,
+                           pad_last=None if isinstance(ref, DeviceArray) else pad)
+
+    def _formats(self):
+        return {"q": self.q_format, "k": self.k_format}
+
+    def _fill_scalars(self, a):
+        a.clean_logits = int(self.clean_logits)
+
+    @property
+    def variant(self):
+        return self.ctx._lib.qattn_mqa_variant_name(self._plan.variant).decode()
+
+    def __repr__(self):
+        return "qattn.MqaLogitsPlan(variant=%r, workspace_bytes=%d, reason=%r)" % (
+            self.variant, self.workspace_bytes, self.reason)
+
+    def run(self, q=None, k=None, k_scale=None, weights=None, ks=None, ke=None, *, out=None,
+            workspace=None, stream=None):
+        """Runs the plan; returns the logits (allocated when not given)."""
+        d = self._defaults
+        ops = [d[n] if o is None else o for n, o in
+               zip(("q", "k", "k_scale", "weights", "ks", "ke"), (q, k, k_scale, weights, ks, ke))]
+        if out is None:
+            out = self._new_out(ops[0])
+        ws = self.workspace if workspace is None else workspace
+        if _is_torch(ops[0]):
+            t = _torch()
+            sh = 0 if stream is None else _stream_int(stream)
+            if t.compiler.is_compiling():
+                t.ops.qattn.mqa_logits(*ops, out, ws, self.id, sh)
+                return out
+            stream = sh
+        self._launch(ops, out, ws, stream)
+        return out
+
+    def _launch(self, ops, out, ws, stream):
+        ctx, lib, plan = self.ctx, self.ctx._lib, self._plan
+        ws_buf, ws_off = self._bound_workspace(ws)
+        self._call(_MQA_OPERANDS, list(ops) + [out], self._formats(), ("logits",),
+                   lambda a: lib.qattn_mqa_logits_run(ctx._h, ctypes.byref(plan),
+                                                      ctypes.byref(a), ws_buf, ws_off),
+                   stream or None, _device_of(ops[0]))
+

@@ -1,0 +1,82 @@
+"""torch.library custom ops over qattn, registered only when torch is
+importable (qattn itself never imports torch: the first torch tensor given
+to an op, or `import qattn.torch_ops`, registers them).
+
+  torch.ops.qattn.decode(q, k_cache, v_cache, k_scale, v_scale, kv_indptr,
+                         kv_indices, kv_lens, sinks, out, lse, workspace,
+                         plan_id, stream) -> ()
+  torch.ops.qattn.kv_store(k_new, v_new, slot_mapping, k_cache, v_cache,
+                           k_scale, v_scale, ctx_id, kv_format, stream) -> ()
+  torch.ops.qattn.mqa_logits(q, k, k_scale, weights, ks, ke, out, workspace,
+                             plan_id, stream) -> ()
+
+Each writes its outputs in place and returns nothing; the fake
+implementations do nothing, which is exactly their effect on shapes, so
+torch.compile(fullgraph=True) sees one opaque op per call. plan_id is
+DecodePlan.id / MqaLogitsPlan.id and ctx_id is Context.id: plans are kept
+by the caller, as a captured graph keeps the plan's workspace address.
+stream 0 means torch's current stream. Plan.run() calls these ops while
+torch.compile traces and the implementations directly in eager mode, which
+saves the dispatcher's cost per call.
+"""
+from typing import Optional
+
+_registered = []
+
+
+def register():
+    if _registered:
+        return
+    import torch
+    from torch import Tensor
+
+    from . import _ops
+
+    @torch.library.custom_op("qattn::decode", mutates_args=("out", "lse", "workspace"))
+    def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_scale: Optional[Tensor],
+               v_scale: Optional[Tensor], kv_indptr: Tensor, kv_indices: Tensor,
+               kv_lens: Tensor, sinks: Optional[Tensor], out: Tensor, lse: Optional[Tensor],
+               workspace: Optional[Tensor], plan_id: int, stream: int) -> None:
+        plan = _lookup(_ops._PLANS, plan_id, "plan_id")
+        plan._launch([q, k_cache, v_cache, k_scale, v_scale, kv_indptr, kv_indices, kv_lens,
+                      sinks], out, lse, workspace, stream)
+
+    @decode.register_fake
+    def _decode_fake(q, k_cache, v_cache, k_scale, v_scale, kv_indptr, kv_indices, kv_lens,
+                     sinks, out, lse, workspace, plan_id, stream):
+        return None
+
+    @torch.library.custom_op("qattn::kv_store",
+                             mutates_args=("k_cache", "v_cache", "k_scale", "v_scale"))
+    def kv_store(k_new: Tensor, v_new: Tensor, slot_mapping: Tensor, k_cache: Tensor,
+                 v_cache: Tensor, k_scale: Optional[Tensor], v_scale: Optional[Tensor],
+                 ctx_id: int, kv_format: str, stream: int) -> None:
+        ctx = _lookup(_ops._CONTEXTS, ctx_id, "ctx_id")
+        _ops._kv_store_launch(ctx, [k_new, v_new, slot_mapping, k_cache, v_cache, k_scale,
+                                    v_scale], kv_format or None, stream or None)
+
+    @kv_store.register_fake
+    def _kv_store_fake(k_new, v_new, slot_mapping, k_cache, v_cache, k_scale, v_scale, ctx_id,
+                       kv_format, stream):
+        return None
+
+    @torch.library.custom_op("qattn::mqa_logits", mutates_args=("out", "workspace"))
+    def mqa_logits(q: Tensor, k: Tensor, k_scale: Tensor, weights: Tensor, ks: Tensor,
+                   ke: Tensor, out: Tensor, workspace: Optional[Tensor], plan_id: int,
+                   stream: int) -> None:
+        plan = _lookup(_ops._PLANS, plan_id, "plan_id")
+        plan._launch([q, k, k_scale, weights, ks, ke], out, workspace, stream)
+
+    @mqa_logits.register_fake
+    def _mqa_fake(q, k, k_scale, weights, ks, ke, out, workspace, plan_id, stream):
+        return None
+
+    _registered.append((decode, kv_store, mqa_logits))
+
+
+def _lookup(table, key, name):
+    obj = table.get(key)
+    if obj is None:
+        raise ValueError("%s: %d names no live qattn object (keep the plan or context alive "
+                         "as long as a graph or compiled function uses it)" % (name, key))
+    return obj

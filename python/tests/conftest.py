@@ -1,0 +1,45 @@
+"""Fixtures: a context per backend under test, seeded random generators.
+
+QATTN_PYTEST_REQUIRE (comma list, e.g. "cpu,vulkan" in CI) turns a backend
+that cannot open a device from "skipped" into a failure, so CI cannot pass
+by skipping."""
+import os
+import sys
+
+import pytest
+
+try:
+    import qattn  # an installed package (PYTHONPATH, site-packages)
+except ImportError:  # else the source tree's, beside tests/
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    import qattn
+
+
+def pytest_report_header(config):
+    return "qattn %s from %s, library %s" % (qattn.__version__, os.path.dirname(qattn.__file__),
+                                             qattn.library_version())
+
+REQUIRED = [b for b in os.environ.get("QATTN_PYTEST_REQUIRE", "").split(",") if b]
+
+
+def open_context(name):
+    try:
+        return qattn.Context(backend=name, debug_validation=(name == "vulkan"))
+    except qattn.QattnError as e:
+        if name in REQUIRED:
+            pytest.fail("backend %s is required here (QATTN_PYTEST_REQUIRE) but: %s" % (name, e))
+        pytest.skip("skipped: backend %s has no device here: %s" % (name, e))
+
+
+@pytest.fixture(scope="module", params=["cpu", "vulkan"])
+def ctx(request):
+    c = open_context(request.param)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    c = qattn.Context(backend="cpu")
+    yield c
+    c.close()

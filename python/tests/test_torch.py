@@ -1,0 +1,306 @@
+"""The package on torch GPU tensors through the HIP backend (on NVIDIA: its
+CUDA "portable twin"): decode, KV store and MQA logits against float64
+references in torch, CUDA-graph capture and replay with fresh inputs,
+torch.compile(fullgraph=True), and vLLM's cache layout decoded in place.
+Skipped (saying so) where torch, a GPU or the HIP library is absent."""
+import math
+import numpy as np
+import pytest
+
+import qattn
+from conftest import REQUIRED
+from refs import DLPackOnly, fp8_table
+
+torch = pytest.importorskip("torch", reason="skipped: torch is not installed")
+
+
+@pytest.fixture(scope="module")
+def hip():
+    if not torch.cuda.is_available():
+        if "hip" in REQUIRED:
+            pytest.fail("QATTN_PYTEST_REQUIRE has hip but torch sees no GPU")
+        pytest.skip("skipped: torch sees no CUDA/ROCm device")
+    try:
+        ctx = qattn.Context(backend="hip", device=torch.cuda.current_device())
+    except qattn.QattnError as e:
+        if "hip" in REQUIRED:
+            pytest.fail("QATTN_PYTEST_REQUIRE has hip but: %s" % e)
+        pytest.skip("skipped: the HIP backend has no device here: %s" % e)
+    yield ctx
+    torch.cuda.synchronize()
+    ctx.close()
+
+
+def gen(seed):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    return g
+
+
+def fp8_values(codes, fmt):
+    """float64 values of uint8 fp8 codes (spec 1), on the codes' device."""
+    t = torch.tensor(fp8_table(fmt), dtype=torch.float64, device=codes.device)
+    return t[codes.long()]
+
+
+def random_codes(shape, fmt, g):
+    """uint8 codes of finite fp8 values, magnitudes up to a few units."""
+    c = torch.randint(0, 256, shape, generator=g, device="cuda", dtype=torch.int32)
+    c = c & 0xB7  # exponent field <= 7: |x| < 2 (fn) or 1 (fnuz), no fn NaN code
+    c = torch.where(c == 0x80, torch.zeros_like(c), c)  # -0 in fn is the fnuz NaN
+    return c.to(torch.uint8)
+
+
+def make_paged(seed, B=4, R=1, Hq=32, Hkv=8, D=128, P=16, n_blocks=64, max_len=300,
+               fmt="fp8_e4m3fn"):
+    """vLLM's layout: caches [num_blocks, block_size, Hkv, D] as uint8 fp8
+    codes, scales [num_blocks, block_size, Hkv] f32, a block table
+    [B, max_blocks] int32 and context lengths [B]."""
+    g = gen(seed)
+    max_blocks = (max_len + P - 1) // P
+    n_blocks = max(n_blocks, B * max_blocks + 4)
+    kc = random_codes((n_blocks, P, Hkv, D), fmt, g)
+    vc = random_codes((n_blocks, P, Hkv, D), fmt, g)
+    ks = torch.rand((n_blocks, P, Hkv), generator=g, device="cuda") * 0.02 + 0.01
+    vs = torch.rand((n_blocks, P, Hkv), generator=g, device="cuda") * 0.02 + 0.01
+    table = torch.randperm(n_blocks, generator=g, device="cuda")[:B * max_blocks]
+    table = table.to(torch.int32).reshape(B, max_blocks)
+    lens = torch.randint(R, max_len + 1, (B,), generator=g, device="cuda", dtype=torch.int32)
+    q = torch.randn((B, R, Hq, D), generator=g, device="cuda").to(torch.bfloat16)
+    return dict(q=q, k_cache=kc, v_cache=vc, k_scale=ks, v_scale=vs, block_table=table,
+                lens=lens, page_size=P, max_len=max_len, fmt=fmt)
+
+
+def paging_of(table):
+    """kv_indptr / kv_indices over the block table itself, no copy of it:
+    request b's pages are row b of the table (views; lens bound the keys)."""
+    B, M = table.shape
+    indptr = torch.arange(0, (B + 1) * M, M, dtype=torch.int32, device=table.device)
+    return indptr, table.view(-1)
+
+
+def decode_ref64(p, q=None):
+    """float64 reference of spec 2 on the paged cache, in torch."""
+    q = (p["q"] if q is None else q).double()
+    P = p["page_size"]
+    kf = fp8_values(p["k_cache"], p["fmt"]) * p["k_scale"].double()[..., None]
+    vf = fp8_values(p["v_cache"], p["fmt"]) * p["v_scale"].double()[..., None]
+    kf, vf = kf.flatten(0, 1), vf.flatten(0, 1)  # [slots, Hkv, D]
+    B, R, Hq, D = q.shape
+    G = Hq // kf.shape[1]
+    out = torch.zeros((B, R, Hq, D), dtype=torch.float64, device=q.device)
+    for b in range(B):
+        L = int(p["lens"][b])
+        pos = torch.arange(L, device=q.device)
+        slots = p["block_table"][b].long()[pos // P] * P + pos % P
+        k = kf[slots].repeat_interleave(G, dim=1)  # [L, Hq, D]
+        v = vf[slots].repeat_interleave(G, dim=1)
+        s = torch.einsum("rhd,lhd->rhl", q[b], k) / math.sqrt(D)
+        t = L - R + torch.arange(R, device=q.device)
+        s = s.masked_fill(pos[None, None, :] > t[:, None, None], float("-inf"))
+        out[b] = torch.einsum("rhl,lhd->rhd", torch.softmax(s, dim=-1), v)
+    return out
+
+
+def assert_decode_close(out, ref, what):
+    err = (out.double() - ref).abs() - (2e-3 + 2e-2 * ref.abs())
+    assert not torch.isnan(out).any(), "%s: NaN in the output" % what
+    assert (err <= 0).all(), "%s: off by %g beyond the tolerance" % (what, err.max().item())
+
+
+def plan_for(hip, p, **kw):
+    indptr, indices = paging_of(p["block_table"])
+    return hip.decode_plan(p["q"], p["k_cache"], p["v_cache"], indptr, indices, p["lens"],
+                           k_scale=p["k_scale"], v_scale=p["v_scale"],
+                           page_size=p["page_size"], max_kv_len=p["max_len"],
+                           kv_format=p["fmt"], **kw)
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3fn", "fp8_e4m3fnuz"])
+def test_decode_vllm_layout_no_copy(hip, fmt):
+    """The vLLM-layout example: the cache decoded where it is (its address
+    is the one the library wrapped), matching the float64 reference."""
+    p = make_paged(11, R=2, fmt=fmt)
+    plan = plan_for(hip, p)
+    out = torch.full(p["q"].shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+    before = torch.cuda.memory_allocated()
+    plan.run(p["q"], out=out)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before, "the run allocated device memory"
+    wrapped = {lo for (lo, span) in hip._wrapped}
+    for name in ("k_cache", "v_cache", "k_scale", "v_scale", "block_table"):
+        assert p[name].data_ptr() in wrapped, "%s was not read in place" % name
+    assert_decode_close(out, decode_ref64(p), "decode " + fmt)
+
+
+def test_decode_torch_fp8_dtype(hip):
+    """torch.float8_e4m3fn tensors need no format; results equal the uint8 view's."""
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("skipped: this torch has no float8_e4m3fn")
+    p = make_paged(12)
+    o1 = plan_for(hip, p).run(p["q"])
+    p8 = dict(p, k_cache=p["k_cache"].view(torch.float8_e4m3fn),
+              v_cache=p["v_cache"].view(torch.float8_e4m3fn), fmt=None)
+    indptr, indices = paging_of(p["block_table"])
+    o2 = hip.decode_plan(p8["q"], p8["k_cache"], p8["v_cache"], indptr, indices, p["lens"],
+                         k_scale=p["k_scale"], v_scale=p["v_scale"], page_size=16,
+                         max_kv_len=p["max_len"]).run(p["q"])
+    assert torch.equal(o1, o2)
+
+
+class CudaArrayOnly:
+    """Nothing but __cuda_array_interface__ (torch's export behind it)."""
+
+    def __init__(self, t):
+        self.__cuda_array_interface__ = t.__cuda_array_interface__
+        self.t = t
+
+
+@pytest.mark.parametrize("wrap", [CudaArrayOnly, DLPackOnly])
+def test_interchange_protocols(hip, wrap):
+    """The same decode through __cuda_array_interface__ and DLPack: bf16 as
+    int16 bits (the interface has no bf16 code), fp8 as uint8 + format."""
+    p = make_paged(23)
+    direct = plan_for(hip, p).run(p["q"])
+    indptr, indices = paging_of(p["block_table"])
+    w = {n: wrap(p[n]) for n in ("k_cache", "v_cache", "k_scale", "v_scale", "lens")}
+    q = wrap(p["q"].view(torch.int16))
+    out = torch.empty_like(p["q"])
+    plan = hip.decode_plan(q, w["k_cache"], w["v_cache"], wrap(indptr), wrap(indices), w["lens"],
+                           k_scale=w["k_scale"], v_scale=w["v_scale"], page_size=16,
+                           max_kv_len=p["max_len"], kv_format="fp8_e4m3fn",
+                           out=wrap(out.view(torch.int16)))
+    plan.run(out=wrap(out.view(torch.int16)))
+    torch.cuda.synchronize()
+    assert torch.equal(out, direct)
+
+
+def test_decode_on_a_side_stream(hip):
+    p = make_paged(13)
+    plan = plan_for(hip, p)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        out = plan.run(p["q"])
+    torch.cuda.current_stream().wait_stream(s)
+    assert_decode_close(out, decode_ref64(p), "side stream")
+
+
+def test_cuda_graph_replay_with_fresh_inputs(hip):
+    """Captured once; each replay reads what the static tensors hold then:
+    new queries, new cache contents and new lengths up to max_kv_len."""
+    p = make_paged(14, B=3, R=1)
+    plan = plan_for(hip, p)
+    out = torch.empty(p["q"].shape, dtype=torch.bfloat16, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up off the capture, as torch recommends
+        plan.run(p["q"], out=out)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.run(p["q"], out=out)
+    for seed in (15, 16, 17):
+        fresh = make_paged(seed, B=3, R=1)
+        for name in ("q", "k_cache", "v_cache", "k_scale", "v_scale", "lens"):
+            p[name].copy_(fresh[name])
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_decode_close(out, decode_ref64(p), "replay with inputs of seed %d" % seed)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph(hip, backend):
+    """fullgraph: any graph break fails. aot_eager checks tracing and the
+    functionalized mutating op without code generation; inductor is the
+    default backend (it needs Triton and a C compiler on the machine)."""
+    torch._dynamo.reset()
+    p = make_paged(18)
+    plan = plan_for(hip, p)
+
+    def step(q):
+        return plan.run(q * 1.0).float() * 2.0  # ops around the opaque one
+
+    compiled = torch.compile(step, fullgraph=True, backend=backend)
+    got = compiled(p["q"])
+    assert_decode_close(got / 2.0, decode_ref64(p), "torch.compile")
+    q2 = torch.randn(p["q"].shape, device="cuda").to(torch.bfloat16)
+    assert_decode_close(compiled(q2) / 2.0, decode_ref64(p, q2), "torch.compile, new q")
+
+
+def test_custom_op_is_registered(hip):
+    p = make_paged(19)
+    plan_for(hip, p)
+    for name in ("decode", "kv_store", "mqa_logits"):
+        assert hasattr(torch.ops.qattn, name)
+    torch.library.opcheck(torch.ops.qattn.decode.default, _decode_opcheck_args(hip, p),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def _decode_opcheck_args(hip, p):
+    plan = plan_for(hip, p)
+    indptr, indices = paging_of(p["block_table"])
+    out = torch.empty(p["q"].shape, dtype=torch.bfloat16, device="cuda")
+    return (p["q"], p["k_cache"], p["v_cache"], p["k_scale"], p["v_scale"], indptr, indices,
+            p["lens"], None, out, None, plan.workspace, plan.id, 0)
+
+
+def test_kv_store_torch(hip, cpu):
+    g = gen(20)
+    T, Hkv, D, n_blocks, P = 9, 8, 128, 8, 16
+    k_new = torch.randn((T, Hkv, D), generator=g, device="cuda").to(torch.bfloat16)
+    v_new = torch.randn((T, Hkv, D), generator=g, device="cuda").to(torch.bfloat16)
+    slots = torch.randperm(n_blocks * P, generator=g, device="cuda")[:T].to(torch.int32)
+    slots[2] = -1
+    kc = torch.zeros((n_blocks, P, Hkv, D), dtype=torch.uint8, device="cuda")
+    vc = torch.zeros_like(kc)
+    ks = torch.zeros((n_blocks, P, Hkv), device="cuda")
+    vs = torch.zeros_like(ks)
+    hip.kv_store(k_new, v_new, slots, kc, vc, ks, vs, kv_format="fp8_e4m3fn")
+    # the cpu backend, the spec's reference, on host copies: bit-identical
+    h = {n: t.cpu() for n, t in dict(k=k_new, v=v_new, s=slots).items()}
+    kc2, vc2 = np.zeros(kc.shape, np.uint8), np.zeros(vc.shape, np.uint8)
+    ks2, vs2 = np.zeros(ks.shape, np.float32), np.zeros(vs.shape, np.float32)
+    cpu.kv_store(h["k"].view(torch.int16).numpy().view(np.uint16),
+                 h["v"].view(torch.int16).numpy().view(np.uint16), h["s"].numpy(), kc2, vc2,
+                 ks2, vs2, kv_format="fp8_e4m3fn")
+    assert (kc.cpu().numpy() == kc2).all() and (vc.cpu().numpy() == vc2).all()
+    assert (ks.cpu().numpy().view(np.uint32) == ks2.view(np.uint32)).all()
+    assert (ks.cpu().numpy() > 0).sum() == (T - 1) * Hkv
+
+
+def test_mqa_logits_torch(hip):
+    g = gen(21)
+    S, H, D, Skv = 37, 16, 128, 1000
+    q = random_codes((S, H, D), "fp8_e4m3fn", g)
+    k = random_codes((Skv, D), "fp8_e4m3fn", g)
+    k_scale = torch.rand(Skv, generator=g, device="cuda") * 0.1
+    w = torch.randn((S, H), generator=g, device="cuda")
+    ks = torch.randint(0, Skv, (S,), generator=g, device="cuda", dtype=torch.int32)
+    ke = ks + torch.randint(0, 600, (S,), generator=g, device="cuda", dtype=torch.int32)
+    plan = hip.mqa_logits_plan(q, k, k_scale, w, ks, ke, q_format="fp8_e4m3fn",
+                               k_format="fp8_e4m3fn")
+    out = plan.run()
+    torch.cuda.synchronize()
+    qf, kf = fp8_values(q, "fp8_e4m3fn"), fp8_values(k, "fp8_e4m3fn")
+    dots = torch.einsum("shd,jd->shj", qf, kf) * k_scale.double()
+    ref = torch.einsum("sh,shj->sj", w.double(), dots.clamp_min(0))
+    mag = torch.einsum("sh,shj->sj", w.double().abs(),
+                       torch.einsum("shd,jd->shj", qf.abs(), kf.abs()) * k_scale.double())
+    cols = torch.arange(Skv, device="cuda")
+    inside = (cols[None] >= ks[:, None]) & (cols[None] < ke[:, None].clamp_max(Skv))
+    assert torch.isneginf(out[~inside]).all()
+    err = (out.double() - ref).abs() - (4e-5 * mag + 1e-6)
+    assert (err[inside] <= 0).all(), "logits off by %g" % err[inside].max().item()
+
+
+def test_errors_on_torch_tensors(hip):
+    p = make_paged(22)
+    plan = plan_for(hip, p)
+    with pytest.raises(qattn.QattnError) as e:
+        plan.run(p["q"][:, :, :16])  # another head count than planned
+    assert e.value.status_name.startswith("QATTN_ERR_")
+    with pytest.raises(qattn.QattnError) as e:
+        plan.run(p["q"].float())  # f32 queries: the plan was made for bf16
+    assert e.value.status_name.startswith("QATTN_ERR_") and e.value.message
