@@ -5,6 +5,13 @@
  * shaders/decode_merge.comp, launched from the same plan
  * (core/src/plan_decode.c; src/hip_decode_launch.c maps it).
  *
+ * Unlike the Vulkan kernel, every key looks up its own page here, also
+ * for plans whose tiles are rows of one page (plan.page_tiled): that path
+ * is correct for any page size, and the Vulkan kernel's one-page-id path
+ * cost gfx942's matrix kernels one or two spilled SGPRs and gfx12's simt
+ * D 256 kernels a VGPR (hip_qualify_code_objects), while it measured no
+ * faster through Vulkan on the H200 (docs/perf_decode_notes.md).
+ *
  * qattn_decode_tiled_<simt|matrix>_<kv>_d<D>  (stage 1)
  *   One workgroup is one wave (QH_WAVE lanes = plan.workgroup_size) and
  *   handles one (split, kv head, block of QH query heads, request): grid
@@ -311,12 +318,8 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     constexpr bool PREF = NCH <= 4;
     constexpr int NB = PREF ? NCH : D * ES >= 512 ? 1 : 2; /* chunks per lane held in registers */
     constexpr int NBATCH = (NCH + NB - 1) / NB;
-    static_assert(SG % CPK == 0, "a wave covers whole cache rows (CPK 4..32 divides 32 and 64)");
-    constexpr int CK = SG / CPK;              /* keys one chunk index covers: chunk c is key c / CPK */
-    const bool paged = p.page_tiled != 0;     /* uniform: every tile is rows of one page */
-    int32_t npage = 0, nrow = 0, nok = 0;     /* key `lane` of the next tile (page ids); paged: the tile's page */
+    int32_t npage = 0, nrow = 0, nok = 0;     /* key `lane` of the next tile (page ids) */
     int32_t kp = 0, kr = 0, kk = 0;           /* key `lane` of the tile being loaded */
-    int32_t klo = 0, khi = 0;                 /* paged: keys of the tile being loaded that exist */
     qh_u32x4 rk[NB], rv[NB];
     uint32_t rok[NB];                         /* a chunk's key exists: its words are kept at staging */
     float rks = 0.0f, rvs = 0.0f;             /* raw scales of key `lane` */
@@ -333,33 +336,9 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     const uint8_t *vbase = p.v + (uint64_t)((uint32_t)g * p.v_hs) * ES;
     const float *ksb = HAS_SCALES ? p.ks + (uint32_t)g * p.ks_hs : nullptr;
     const float *vsb = HAS_SCALES ? p.vs + (uint32_t)g * p.vs_hs : nullptr;
-    /* paged: a lane's chunk i is key lane / CPK + CK * i, bytes
-     * (lane % CPK) * 16 of its row */
-    const uint32_t k_loff = (uint32_t)(lane / CPK) * k_rs * ES + (uint32_t)(lane % CPK) * 16u;
-    const uint32_t v_loff = (uint32_t)(lane / CPK) * v_rs * ES + (uint32_t)(lane % CPK) * 16u;
-    const uint32_t k_step = (uint32_t)CK * k_rs * ES, v_step = (uint32_t)CK * v_rs * ES;
-    /* paged: tiles start at multiples of TK; the page entry (from ip0) and
-     * row of the next tile whose page id page_of reads */
-    const int32_t ta = kb - kb % TK;
-    uint32_t pe = paged ? (uint32_t)ta / (uint32_t)psz : 0u;
-    uint32_t prow = paged ? (uint32_t)ta - pe * (uint32_t)psz : 0u;
-    const int32_t t_first = paged ? ta : kb;
 
     /* t0: a tile's first position, unsigned (t0 + 2 TK may pass INT32_MAX) */
     auto keys_of = [&](uint32_t t0) {
-        if (paged) {
-            /* one page id for the tile (entry clamped into the request's
-             * and the table's entries: a key past them does not exist) */
-            const int32_t ent = qh_min(qh_max(ip0v + (int32_t)pe, qh_max(ip0v, 0)), qh_max(ip1 - 1, 0));
-            npage = p.indices[(uint32_t)ent * (uint32_t)p.indices_s];
-            nrow = (int32_t)prow;
-            prow += TK;
-            if (prow >= (uint32_t)psz) {
-                prow = 0u;
-                pe += 1u;
-            }
-            return;
-        }
         const uint32_t pos = t0 + (uint32_t)lane;
         const int32_t pc = (int32_t)qh_min(pos, (uint32_t)ke - 1u);
         const int64_t ent = (int64_t)ip0v + pc / psz;
@@ -371,19 +350,9 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
      * position and raw scales (applied at staging, the first read of the
      * loaded registers). */
     auto tile_keys = [&](uint32_t t0) {
-        if (paged) {
-            kp = npage;
-            kr = nrow + lane;
-            const int64_t sl0 = (int64_t)kp * psz + nrow;
-            const int32_t rows_ok = kp < 0 ? 0 : (int32_t)qh_min(qh_max((int64_t)n_slots - sl0, (int64_t)0), (int64_t)TK);
-            klo = qh_max(kb - (int32_t)t0, 0);
-            khi = qh_min(qh_min(ke - (int32_t)t0, TK), rows_ok);
-            kk = (lane >= klo && lane < khi) ? 1 : 0;
-        } else {
-            kp = npage;
-            kr = nrow;
-            kk = (nok != 0 && kp >= 0 && (int64_t)kp * psz + kr < n_slots) ? 1 : 0;
-        }
+        kp = npage;
+        kr = nrow;
+        kk = (nok != 0 && kp >= 0 && (int64_t)kp * psz + kr < n_slots) ? 1 : 0;
         rpos = kk ? (int32_t)(t0 + (uint32_t)lane) : -1;
         if constexpr (HAS_SCALES) {
             const uint32_t so = kk ? (uint32_t)kp * ks_ps + (uint32_t)kr * ks_rs : 0u;
@@ -398,24 +367,13 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
 #pragma unroll
         for (int i = 0; i < NB; ++i) {
             const int c = lane + SG * (NB * bt + i);
-            uint32_t ko, vo;
-            bool ok;
-            if (paged) {
-                const int key = c / CPK;
-                ok = c < TK * CPK && key >= klo && key < khi;
-                const uint32_t kt = ((uint32_t)kp * k_ps + (uint32_t)(kr - lane) * k_rs) * ES;
-                const uint32_t vt = ((uint32_t)kp * v_ps + (uint32_t)(kr - lane) * v_rs) * ES;
-                ko = ok ? kt + k_loff + (uint32_t)(NB * bt + i) * k_step : 0u;
-                vo = ok ? vt + v_loff + (uint32_t)(NB * bt + i) * v_step : 0u;
-            } else {
-                const int key = qh_min(c / CPK, TK - 1);
-                const int32_t page = (int32_t)qh_shfl_u32((uint32_t)kp, (uint32_t)key);
-                const int32_t row = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)key);
-                ok = qh_shfl_u32((uint32_t)kk, (uint32_t)key) != 0u && c < TK * CPK;
-                const uint32_t part = (uint32_t)(c % CPK) * 16u;
-                ko = ok ? ((uint32_t)page * k_ps + (uint32_t)row * k_rs) * ES + part : 0u;
-                vo = ok ? ((uint32_t)page * v_ps + (uint32_t)row * v_rs) * ES + part : 0u;
-            }
+            const int key = qh_min(c / CPK, TK - 1);
+            const int32_t page = (int32_t)qh_shfl_u32((uint32_t)kp, (uint32_t)key);
+            const int32_t row = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)key);
+            const bool ok = qh_shfl_u32((uint32_t)kk, (uint32_t)key) != 0u && c < TK * CPK;
+            const uint32_t part = (uint32_t)(c % CPK) * 16u;
+            const uint32_t ko = ok ? ((uint32_t)page * k_ps + (uint32_t)row * k_rs) * ES + part : 0u;
+            const uint32_t vo = ok ? ((uint32_t)page * v_ps + (uint32_t)row * v_rs) * ES + part : 0u;
             rk[i] = dec_load16(kbase + ko, vec);
             rv[i] = dec_load16(vbase + vo, vec);
             rok[i] = ok ? 0xFFFFFFFFu : 0u;
@@ -449,14 +407,14 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     };
 
     if (kb < ke) {
-        keys_of((uint32_t)t_first);
+        keys_of((uint32_t)kb);
         if constexpr (PREF) {
-            tile_keys((uint32_t)t_first);
+            tile_keys((uint32_t)kb);
             load_batch(0);
-            keys_of((uint32_t)t_first + TK);
+            keys_of((uint32_t)kb + TK);
         }
     }
-    for (uint32_t t0 = (uint32_t)t_first; t0 < (uint32_t)ke; t0 += TK) {
+    for (uint32_t t0 = (uint32_t)kb; t0 < (uint32_t)ke; t0 += TK) {
         /* 1. stage the tile */
         if constexpr (PREF) {
             stage_batch(0);

@@ -97,7 +97,6 @@ typedef struct qh_decode_params {
     int32_t R, QH, NR;             /* plan: rows, q_heads_per_workgroup, row_slots */
     int32_t num_splits, keys_per_split;
     int32_t load_bytes;            /* plan: widest K/V load (1..16) */
-    int32_t page_tiled;            /* plan: every tile is rows of one page */
     float sm_scale, softcap;
     /* merge */
     int32_t o_sb, o_sr, o_sh;

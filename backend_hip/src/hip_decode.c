@@ -96,7 +96,6 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
     p.num_splits = plan->num_splits;
     p.keys_per_split = plan->keys_per_split;
     p.load_bytes = plan->load_bytes;
-    p.page_tiled = plan->page_tiled;
     p.sm_scale = a->sm_scale;
     p.softcap = a->logit_softcap;
     p.o_sb = qattn_stride32(&a->o, 0);
