@@ -105,9 +105,11 @@ report parity_vk parity_vk_simt parity_vk_mqa_long parity_vk_mqa_coopmat parity_
   hip_graph vk_embed
 # Each issue's own checks: scripts/device-steps/*.sh, sourced in name order
 # (each may call step, wait_steps and report, and sets failed on failure).
-# DEVICE_STEPS=0 leaves them out (a call that only times).
+# DEVICE_STEPS=0 leaves them out (a call that only times); DEVICE_STEPS="a.sh
+# b.sh" runs only those.
 for f in scripts/device-steps/*.sh; do
-  [ -f "$f" ] && [ "${DEVICE_STEPS:-1}" = 1 ] || continue
+  [ -f "$f" ] && [ "${DEVICE_STEPS:-1}" != 0 ] || continue
+  case "${DEVICE_STEPS:-1}" in 1) ;; *) case " $DEVICE_STEPS " in *" ${f##*/} "*) ;; *) continue ;; esac ;; esac
   # shellcheck disable=SC1090
   . "$f"
 done

@@ -15,7 +15,7 @@ import weakref
 
 from . import _lib as L
 from ._context import DeviceArray, numpy_dtype
-from ._tensors import CUDA, view
+from ._tensors import BYTES, CUDA, view
 
 # Plans and contexts by id, for the torch custom ops (whose arguments can
 # only be tensors and scalars). Weak: a plan lives as long as the caller
@@ -93,8 +93,15 @@ def _stream_now(ctx, stream, device):
     t = _torch()
     if t is None:
         return None
+    # torch's raw-stream query takes a device index, never None.
+    if device is None:
+        index = t.cuda.current_device()
+    else:
+        index = device.index if isinstance(device, t.device) else int(device)
+        if index is None:
+            index = t.cuda.current_device()
     raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
-    return raw(device) if raw else t.cuda.current_stream(device).cuda_stream
+    return raw(index) if raw else t.cuda.current_stream(index).cuda_stream
 
 
 def _shape_of(x, name, fmt=None):
@@ -339,7 +346,7 @@ def _workspace_buffer(ctx, ws):
         if ws.ctx is not ctx:
             raise ValueError("workspace: a DeviceArray of another context")
         return ws._buf, 0
-    v = view(ws, "workspace")
+    v = view(ws, "workspace", fmt=BYTES)
     native = (ctx.backend == "cpu" and v.mem != CUDA) or (ctx.backend == "hip" and v.mem == CUDA)
     if not native:
         raise TypeError("workspace: the %s backend needs a DeviceArray (ctx.empty) here" %

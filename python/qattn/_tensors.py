@@ -74,9 +74,18 @@ class View:
         self.span = (hi - lo + 1) * size if all(self.shape) else 0
 
 
+# A format for operands that are raw bytes (a workspace): any 1-byte
+# elements, read as int8.
+BYTES = "bytes"
+
+
 def _resolve(name, kind, raw_bytes, fmt):
     """The qattn dtype of an operand whose element is `kind` (a qattn dtype)
     or raw bits of raw_bytes bytes, given the format the caller named."""
+    if fmt == BYTES:
+        if (L.DTYPE_SIZE[kind] if kind else raw_bytes) != 1:
+            raise TypeError("%s: raw bytes need a 1-byte element type" % name)
+        return L.I8
     if fmt is not None:
         want = L.DTYPE_BY_NAME.get(fmt)
         if want is None:
