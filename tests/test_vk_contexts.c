@@ -232,9 +232,15 @@ int main(void) {
         fprintf(stderr, "FAIL: %s\n", err);
         return 1;
     }
+    /* each phase says when it starts (stderr, unbuffered), so a crash
+     * names its phase */
+    fprintf(stderr, "vk_contexts: sequences\n");
     test_sequences();
+    fprintf(stderr, "vk_contexts: two threads\n");
     test_threads();
+    fprintf(stderr, "vk_contexts: shared instance\n");
     test_shared_instance();
+    fprintf(stderr, "vk_contexts: churn\n");
     test_churn();
     qt_step_free(&step);
     if (qt_failures) {
