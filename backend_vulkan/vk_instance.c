@@ -9,8 +9,11 @@
  * VolkDeviceTable (vkd).
  *
  * One VkInstance per process serves every context qattn makes itself
- * without validation: created with the first, counted, destroyed with the
- * last. A context with the validation layer keeps an instance of its own,
+ * without validation: created with the first and kept until the process
+ * exits, even when no context uses it. Destroying the last instance lets the
+ * Vulkan loader unload the driver, and on the H200 a thread the NVIDIA
+ * driver had started then ran on in unmapped code (SIGSEGV with no symbol,
+ * docs/runs/h200-s4-5). A context with the validation layer keeps an instance of its own,
  * because a debug messenger hears the whole instance and each context must
  * see only its own messages. Creating and destroying instances and devices
  * is serialised by one process-wide lock (qattn_vk_lifetime_lock): the
@@ -114,7 +117,6 @@ VkDebugUtilsMessengerCreateInfoEXT qattn_vk_messenger_info(qattn_vk *vk) {
 
 static pthread_mutex_t lifetime_lock = PTHREAD_MUTEX_INITIALIZER;
 static VkInstance shared_instance;  /* under lifetime_lock */
-static unsigned shared_refs;        /* contexts on shared_instance */
 
 void qattn_vk_lifetime_lock(void) { pthread_mutex_lock(&lifetime_lock); }
 void qattn_vk_lifetime_unlock(void) { pthread_mutex_unlock(&lifetime_lock); }
@@ -180,7 +182,7 @@ qattn_status qattn_vk_create_instance(qattn_vk *vk, int validation, char *err, s
 
 qattn_status qattn_vk_acquire_instance(qattn_vk *vk, int validation, char *err, size_t n) {
     if (validation) return qattn_vk_create_instance(vk, 1, err, n);
-    if (shared_refs == 0) {
+    if (shared_instance == VK_NULL_HANDLE) {
         qattn_status s = qattn_vk_create_instance(vk, 0, err, n);
         if (s != QATTN_OK) return s; /* destroy releases what was made */
         shared_instance = vk->instance;
@@ -193,7 +195,6 @@ qattn_status qattn_vk_acquire_instance(qattn_vk *vk, int validation, char *err, 
             return QATTN_ERR_BACKEND_UNAVAILABLE;
         }
     }
-    ++shared_refs;
     vk->shared_instance = 1;
     return QATTN_OK;
 }
@@ -201,10 +202,7 @@ qattn_status qattn_vk_acquire_instance(qattn_vk *vk, int validation, char *err, 
 void qattn_vk_release_instance(qattn_vk *vk) {
     if (!vk->instance || vk->imported) return;
     if (vk->shared_instance) {
-        if (--shared_refs == 0) {
-            vk->vki.vkDestroyInstance(shared_instance, NULL);
-            shared_instance = VK_NULL_HANDLE;
-        }
+        /* the instance itself stays: see the top of this file */
     } else if (vk->vki.vkDestroyInstance) {
         vk->vki.vkDestroyInstance(vk->instance, NULL);
     } else { /* made, but its table not loaded */

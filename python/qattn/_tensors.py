@@ -206,6 +206,7 @@ def _from_dlpack(x, name, fmt):
     kind, raw = {(_DL_FLOAT, 32): (L.F32, 0), (_DL_FLOAT, 16): (L.F16, 0),
                  (_DL_BFLOAT, 16): (L.BF16, 0), (_DL_INT, 32): (L.I32, 0),
                  (_DL_INT, 8): (L.I8, 0), (_DL_UINT, 8): (0, 1), (_DL_UINT, 16): (0, 2),
+                 (_DL_INT, 16): (0, 2),
                  (_DL_FP8_E4M3FN, 8): (L.FP8_E4M3FN, 0),
                  (_DL_FP8_E4M3FNUZ, 8): (L.FP8_E4M3FNUZ, 0)}.get((code, bits), (None, None))
     if kind is None:
