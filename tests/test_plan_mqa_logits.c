@@ -553,7 +553,7 @@ static void test_geometry_pins(void **state) {
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
     assert_memory_equal(&p, &q, sizeof p);
     /* One m-tile per subgroup: a row over four subgroups, two rows by the
-     * planner's rule, one row when pinned. */
+     * planner's rule; one row is refused (wrong results on the H200). */
     g.m_tiles = 1;
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
     assert_int_equal(q.m_tiles, 1);
@@ -562,9 +562,16 @@ static void test_geometry_pins(void **state) {
     assert_int_equal(q.subgroups_per_workgroup, 8);
     g.rows_per_workgroup = 1;
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
-    assert_int_equal(q.rows_per_workgroup, 1);
-    assert_int_equal(q.subgroups_per_workgroup, 4);
-    assert_int_equal(q.row_blocks, 64);
+    assert_int_not_equal(q.variant, QATTN_MQA_COOPMAT); /* AUTO steps down */
+    assert_non_null(strstr(q.reason, "rows_per_workgroup 1"));
+    {
+        qattn_mqa_logits_options pin = QATTN_MQA_LOGITS_OPTIONS_INIT;
+        pin.variant = QATTN_MQA_COOPMAT;
+        assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &pin, &g, &q),
+                         QATTN_ERR_VARIANT_GATE);
+        assert_non_null(strstr(qattn_last_error(ctx), "rows_per_workgroup 1"));
+    }
+    g.rows_per_workgroup = 0;
     g.n_tiles = 2;
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
     assert_int_equal(q.kv_tile, 32);

@@ -542,7 +542,7 @@ QATTN_API qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *ca
 typedef struct qattn_mqa_logits_geometry {
     int32_t m_tiles;            /* 16-pair m-tiles of q per subgroup: 1, 2 or 4 */
     int32_t n_tiles;            /* 16-column n-tiles per KV tile: 1..4 */
-    int32_t rows_per_workgroup; /* the planner keeps >= 2 rows; 1 allows one */
+    int32_t rows_per_workgroup; /* >= 2 (one row per workgroup is refused: wrong results on the H200) */
 } qattn_mqa_logits_geometry;
 QATTN_API qattn_status qattn_experimental_mqa_logits_plan_create(
     qattn_context *ctx, const qattn_mqa_logits_args *args, const qattn_mqa_logits_options *options,
