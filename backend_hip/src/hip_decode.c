@@ -64,7 +64,22 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
     p.o = qh_addr(&a->o);
     p.lse = qh_addr(&a->lse);
     /* 32-bit fields (qh_params.h): this kernel's offsets wrap past 2^32
-     * elements */
+     * elements, so a cache tensor spanning more is refused rather than
+     * read at wrapped offsets (the Vulkan kernel forms 64-bit page bases) */
+    const qattn_tensor *t4[4] = {&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale};
+    static const char *const t4_name[4] = {"k_cache", "v_cache", "k_scale", "v_scale"};
+    for (int i = 0; i < 4; ++i) {
+        if (!t4[i]->buffer) continue;
+        uint64_t span = 1;
+        for (int d = 0; d < t4[i]->rank; ++d)
+            span += (uint64_t)(t4[i]->shape[d] - 1) *
+                    (uint64_t)(t4[i]->strides[d] < 0 ? -t4[i]->strides[d] : t4[i]->strides[d]);
+        if (span > UINT32_MAX)
+            return qh_fail(be, QATTN_ERR_UNSUPPORTED,
+                           "decode: %s spans %" PRIu64 " elements; the HIP decode kernels address caches "
+                           "of at most 2^32 elements (32-bit offsets)",
+                           t4_name[i], span);
+    }
     const qattn_decode_cache_views cv = qattn_decode_cache_views_of(a);
     p.k_ps = (uint32_t)cv.k.page_stride;
     p.v_ps = (uint32_t)cv.v.page_stride;
