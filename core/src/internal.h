@@ -132,16 +132,6 @@ qattn_status qattn__check_decode_shapes(const qattn_decode_args *a, char *err, s
 qattn_status qattn__check_mqa_logits_shapes(const qattn_mqa_logits_args *a, char *err, size_t n);
 qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n);
 qattn_status qattn__validate_mqa_logits(const qattn_mqa_logits_args *a, char *err, size_t n);
-/* core/src/plan_reason.c: appends "; " and a formatted sentence to a
- * plan's reason (truncating, never overflowing); and the rule "dimension
- * `dim` of `name` equals `what`" (QATTN_ERR_SHAPE naming both). */
-void qattn__reason_add(char *reason, size_t size, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-qattn_status qattn__check_dim(const qattn_tensor *t, const char *name, int dim, int64_t want,
-                              const char *what, char *err, size_t n);
 qattn_status qattn__validate_paged_mqa_logits(const qattn_paged_mqa_logits_args *a, char *err,
                                               size_t n);
 /* The shape bounds of paged MQA logits the pure planner computes with. */

@@ -60,7 +60,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
-#define add_reason(p, ...) qattn__reason_add((p)->reason, sizeof (p)->reason, __VA_ARGS__)
+#define add_reason(p, ...) qattn__append_reason((p)->reason, sizeof (p)->reason, __VA_ARGS__)
 
 /* Shared bytes of the SIMT kernel for a tile of kt keys: the keys as f16,
  * their scales, byte offsets and slot-validity flags (the shader declares

@@ -10,7 +10,15 @@
         if (s_ != QATTN_OK) return s_;     \
     } while (0)
 
-#define dim_is qattn__check_dim
+/* The rule "dimension `dim` of `name` equals `what`" (QATTN_ERR_SHAPE
+ * naming both). */
+static qattn_status dim_is(const qattn_tensor *t, const char *name, int dim, int64_t want, const char *what,
+                           char *err, size_t n) {
+    if (t->shape[dim] != want)
+        return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: shape[%d] = %" PRId64 " but %s is %" PRId64, name, dim,
+                          t->shape[dim], what, want);
+    return QATTN_OK;
+}
 
 static qattn_status check_scalars(const qattn_paged_mqa_logits_args *a, char *err, size_t n) {
     if (a->page_size < 1)
