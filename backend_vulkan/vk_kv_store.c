@@ -14,20 +14,6 @@ typedef struct kv_store_push {
     int32_t slots_stride, head_dim, n_slots, pad_;
 } kv_store_push;
 
-/* The view (qattn/backend.h) as the shader reads it: slots address pages of
- * one row for a rank-3 tensor, of P rows for a rank-4 one. */
-static void put_view(kv_store_push *p, int i, const qattn_tensor *t, int is_scale) {
-    if (!t->buffer) {
-        p->page_rows[i] = 1; /* never read: bf16 caches have no scales */
-        return;
-    }
-    const qattn_cache_kernel_view v = qattn_cache_kernel_view_of(t, is_scale, 1);
-    p->page_rows[i] = (uint32_t)v.page_rows;
-    p->page_stride[i] = v.page_stride;
-    p->head_stride[i] = v.head_stride;
-    p->row_stride[i] = v.row_stride;
-}
-
 /* Threads per workgroup: covers D = 64 in one step and keeps 128/256 to two
  * or four; the row is tiny, so more threads would only idle. */
 #define KV_STORE_WG 64u
@@ -63,9 +49,12 @@ qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *a) {
         p.scale[w] = qattn_vk_addr(scale[w]);
         p.src_stride[2 * w] = qattn_vk_stride(src[w], 0);
         p.src_stride[2 * w + 1] = qattn_vk_stride(src[w], 1);
-        put_view(&p, w, cache[w], 0);
-        put_view(&p, 2 + w, scale[w], 1);
     }
+    const qattn_kv_store_views views = qattn_kv_store_views_of(a);
+    memcpy(p.page_stride, views.page_stride, sizeof p.page_stride);
+    memcpy(p.head_stride, views.head_stride, sizeof p.head_stride);
+    memcpy(p.page_rows, views.page_rows, sizeof p.page_rows);
+    memcpy(p.row_stride, views.row_stride, sizeof p.row_stride);
     p.slots = qattn_vk_addr(&a->slot_mapping);
     p.slots_stride = qattn_vk_stride(&a->slot_mapping, 0);
     p.head_dim = (int32_t)a->k_new.shape[2];

@@ -9,19 +9,6 @@
 #include "qh_backend.h"
 #include "qh_params.h"
 
-/* A tensor's view as the kernel reads it (KV store: addressed by slot). */
-static void put_view(qh_kv_store_params *p, int i, const qattn_tensor *t, int is_scale) {
-    if (!t->buffer) {
-        p->page_rows[i] = 1; /* never read: bf16 caches have no scales */
-        return;
-    }
-    const qattn_cache_kernel_view v = qattn_cache_kernel_view_of(t, is_scale, 1);
-    p->page_rows[i] = (uint32_t)v.page_rows;
-    p->page_stride[i] = v.page_stride;
-    p->head_stride[i] = v.head_stride;
-    p->row_stride[i] = v.row_stride;
-}
-
 qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
     qh_backend *be = vbe;
     qh_kv_store_params p;
@@ -37,10 +24,11 @@ qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
         p.kn_s[i] = qattn_stride32(&a->k_new, i);
         p.vn_s[i] = qattn_stride32(&a->v_new, i);
     }
-    put_view(&p, 0, &a->k_cache, 0);
-    put_view(&p, 1, &a->v_cache, 0);
-    put_view(&p, 2, &a->k_scale, 1);
-    put_view(&p, 3, &a->v_scale, 1);
+    const qattn_kv_store_views views = qattn_kv_store_views_of(a);
+    memcpy(p.page_stride, views.page_stride, sizeof p.page_stride);
+    memcpy(p.head_stride, views.head_stride, sizeof p.head_stride);
+    memcpy(p.page_rows, views.page_rows, sizeof p.page_rows);
+    memcpy(p.row_stride, views.row_stride, sizeof p.row_stride);
     p.slots_s = qattn_stride32(&a->slot_mapping, 0);
     p.n_slots = qattn_cache_kernel_view_of(&a->k_cache, 0, 1).n_slots;
     p.T = (int32_t)a->k_new.shape[0];

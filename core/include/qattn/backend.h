@@ -234,6 +234,33 @@ static inline qattn_cache_kernel_view qattn_cache_kernel_view_of(const qattn_ten
     return w;
 }
 
+/** The KV store's addressing of its four cache tensors, by slot (pages of
+ *  one row for a rank-3 tensor, of P rows for a rank-4 one), in the order
+ *  k_cache, v_cache, k_scale, v_scale: the arrays both GPU backends copy
+ *  into their kernel parameters. An absent tensor (the scales of a bf16
+ *  cache, never read) gives page_rows 1 and zero strides, so no kernel
+ *  divides by zero. */
+typedef struct qattn_kv_store_views {
+    int64_t page_stride[4], head_stride[4];
+    uint32_t page_rows[4], row_stride[4];
+} qattn_kv_store_views;
+
+static inline qattn_kv_store_views qattn_kv_store_views_of(const qattn_kv_store_args *a) {
+    qattn_kv_store_views r;
+    memset(&r, 0, sizeof r);
+    const qattn_tensor *t[4] = {&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale};
+    for (int i = 0; i < 4; ++i) {
+        r.page_rows[i] = 1;
+        if (!t[i]->buffer) continue;
+        const qattn_cache_kernel_view v = qattn_cache_kernel_view_of(t[i], i >= 2, 1);
+        r.page_rows[i] = (uint32_t)v.page_rows;
+        r.page_stride[i] = v.page_stride;
+        r.head_stride[i] = v.head_stride;
+        r.row_stride[i] = v.row_stride;
+    }
+    return r;
+}
+
 /** Decode's addressing of its four cache tensors (the one marshalling both
  *  GPU backends copy into their kernel parameters): the views of k_cache,
  *  v_cache and, for fp8/int8 caches, k_scale and v_scale (all zero for
