@@ -41,12 +41,14 @@ if(QATTN_FUZZ)
     set(_corpus ${CMAKE_CURRENT_BINARY_DIR}/fuzz_corpus/${name})
     set(_seeds ${_fz_dir}/corpus/${name})
     # A fresh writable corpus each run, then the seeds read from the repo.
+    # A finding exits 1: libFuzzer's default (77) is ctest's skip code here.
     # -timeout: a hang, not a slow first pipeline build on a loaded lavapipe
     # host (19 s measured for one input on the shared 2-core machine).
     add_test(NAME ${name}
              COMMAND ${CMAKE_COMMAND} -E env ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
                      UBSAN_OPTIONS=print_stacktrace=1
                      $<TARGET_FILE:${name}> -max_total_time=${QATTN_FUZZ_SECONDS} -timeout=120
+                     -error_exitcode=1 -timeout_exitcode=1
                      -rss_limit_mb=3072 -print_final_stats=1
                      -artifact_prefix=${CMAKE_CURRENT_BINARY_DIR}/fuzz_artifacts/${name}-
                      ${_corpus} ${_seeds})

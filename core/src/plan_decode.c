@@ -248,8 +248,8 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
         for (int i = 0; i < 4; ++i) {
             uint64_t first = 0, end = 0;
             if (!qattn_tensor_present(t4[i])) continue;
-            if (qattn__tensor_extent(t4[i], &first, &end) != QATTN_OK ||
-                (end - first) / qattn_dtype_size(t4[i]->dtype) > UINT32_MAX)
+            const uint64_t es = qattn_dtype_size(t4[i]->dtype) ? qattn_dtype_size(t4[i]->dtype) : 1u;
+            if (qattn__tensor_extent(t4[i], &first, &end) != QATTN_OK || (end - first) / es > UINT32_MAX)
                 return qattn__err(err, err_size, QATTN_ERR_UNSUPPORTED,
                                   "decode: %s spans 2^32 elements or more; such a cache needs page_size a "
                                   "multiple of %d (page_size %d: each key is addressed in 32 bits)",

@@ -97,7 +97,7 @@ qattn_status qattn__tensor_extent(const qattn_tensor *t, uint64_t *first, uint64
         return QATTN_OK;
     }
     int64_t bytes;
-    if (!mul_add_ok(idx + 1, (int64_t)qattn_dtype_size(t->dtype), 0, &bytes))
+    if (idx == INT64_MAX || !mul_add_ok(idx + 1, (int64_t)qattn_dtype_size(t->dtype), 0, &bytes))
         return QATTN_ERR_OVERFLOW;
     if (t->offset > UINT64_MAX - (uint64_t)bytes) return QATTN_ERR_OVERFLOW;
     *end_excl = t->offset + (uint64_t)bytes;
