@@ -104,18 +104,21 @@ void qattn__seal_mqa_logits_plan(qattn_mqa_logits_plan *out, const qattn_mqa_log
     out->integrity = mqa_digest(out);
 }
 
-qattn_status qattn__check_decode_sealed(qattn_context *ctx, const qattn_decode_plan *p) {
-    if (p->integrity == decode_digest(p)) return QATTN_OK;
+/* QATTN_OK when a plan's stored digest is the one of its bytes; otherwise
+ * the failure names the op's planners. */
+static qattn_status sealed(qattn_context *ctx, uint64_t stored, uint64_t computed, const char *op) {
+    if (stored == computed) return QATTN_OK;
     return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
                        "plan: its bytes changed after planning (integrity digest differs); "
-                       "make plans only with qattn_decode_plan_create or _compute");
+                       "make plans only with qattn_%s_plan_create or _compute", op);
+}
+
+qattn_status qattn__check_decode_sealed(qattn_context *ctx, const qattn_decode_plan *p) {
+    return sealed(ctx, p->integrity, decode_digest(p), "decode");
 }
 
 qattn_status qattn__check_mqa_sealed(qattn_context *ctx, const qattn_mqa_logits_plan *p) {
-    if (p->integrity == mqa_digest(p)) return QATTN_OK;
-    return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                       "plan: its bytes changed after planning (integrity digest differs); "
-                       "make plans only with qattn_mqa_logits_plan_create or _compute");
+    return sealed(ctx, p->integrity, mqa_digest(p), "mqa_logits");
 }
 
 uint64_t qattn__paged_mqa_args_layout(const qattn_paged_mqa_logits_args *a) {
@@ -134,8 +137,5 @@ void qattn__seal_paged_mqa_logits_plan(qattn_paged_mqa_logits_plan *out, const q
 }
 
 qattn_status qattn__check_paged_mqa_sealed(qattn_context *ctx, const qattn_paged_mqa_logits_plan *p) {
-    if (p->integrity == paged_mqa_digest(p)) return QATTN_OK;
-    return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                       "plan: its bytes changed after planning (integrity digest differs); make plans "
-                       "only with qattn_paged_mqa_logits_plan_create or _compute");
+    return sealed(ctx, p->integrity, paged_mqa_digest(p), "paged_mqa_logits");
 }
