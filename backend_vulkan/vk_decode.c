@@ -9,31 +9,6 @@
 
 #include "vk_internal.h"
 
-/* Mirrors the push block in shaders/common_tiled.glsl (std430). */
-typedef struct tiled_push {
-    uint64_t q, k, v, ks, vs, indptr, indices, lens, ws_o, ws_ml;
-    int64_t k_ps, v_ps, ks_ps, vs_ps, k_hs, v_hs, ks_hs, vs_hs, n_slots;
-    uint32_t k_rs, v_rs, ks_rs, vs_rs;
-    int32_t q_sb, q_sr, q_sh;
-    int32_t indptr_s, indices_s, lens_s, n_indices;
-    int32_t hq, hkv, page_size, window_left;
-    int32_t num_splits, keys_per_split;
-    float sm_scale, softcap;
-} tiled_push;
-
-/* Mirrors the push block in shaders/decode_merge.comp. */
-typedef struct merge_push {
-    uint64_t ws_o, ws_ml, sinks, o, lse;
-    int32_t o_sb, o_sr, o_sh;
-    int32_t lse_sb, lse_sr, lse_sh;
-    int32_t sinks_s, hkv, R, QH, NR, S;
-    int32_t D, perm, flags, pad0;
-    float vf;
-} merge_push;
-
-#define FLAG_SINKS 1
-#define FLAG_LSE 2
-
 static const char *dtype_suffix(qattn_dtype dt) {
     switch (dt) {
     case QATTN_BF16: return "bf16";
@@ -120,83 +95,18 @@ qattn_status qattn_vk_decode(void *be, const qattn_decode_plan *plan, const qatt
     char why[160];
     if (!qattn_vk_decode_launch_of(plan, &l, why, sizeof why) || !device_fits(vk, plan, &l, why, sizeof why))
         return qattn_vk_fail(vk, QATTN_ERR_UNSUPPORTED, "decode: %s", why);
-    tiled_push p;
-    memset(&p, 0, sizeof p);
-    p.q = qattn_vk_addr(&a->q);
-    p.k = qattn_vk_addr(&a->k_cache);
-    p.v = qattn_vk_addr(&a->v_cache);
-    p.ks = qattn_vk_addr(&a->k_scale);
-    p.vs = qattn_vk_addr(&a->v_scale);
-    if ((p.k | p.v) % (uint64_t)plan->load_bytes != 0)
-        return qattn_vk_fail(vk, QATTN_ERR_ALIGNMENT,
-                             "decode: the plan reads k_cache/v_cache in %d-byte loads; their buffers' "
-                             "device addresses are not that aligned", (int)plan->load_bytes);
-    p.indptr = qattn_vk_addr(&a->kv_indptr);
-    p.indices = qattn_vk_addr(&a->kv_indices);
-    p.lens = qattn_vk_addr(&a->kv_lens);
-    p.ws_o = qattn_vk_ws_addr(ws, plan->partial_o_offset);
-    p.ws_ml = qattn_vk_ws_addr(ws, plan->partial_ml_offset);
-    const qattn_decode_cache_views cv = qattn_decode_cache_views_of(a);
-    p.k_ps = cv.k.page_stride;
-    p.v_ps = cv.v.page_stride;
-    p.ks_ps = cv.ks.page_stride;
-    p.vs_ps = cv.vs.page_stride;
-    p.k_hs = cv.k.head_stride;
-    p.v_hs = cv.v.head_stride;
-    p.ks_hs = cv.ks.head_stride;
-    p.vs_hs = cv.vs.head_stride;
-    p.k_rs = cv.k.row_stride;
-    p.v_rs = cv.v.row_stride;
-    p.ks_rs = cv.ks.row_stride;
-    p.vs_rs = cv.vs.row_stride;
-    p.n_slots = cv.n_slots;
-    p.q_sb = qattn_vk_stride(&a->q, 0);
-    p.q_sr = qattn_vk_stride(&a->q, 1);
-    p.q_sh = qattn_vk_stride(&a->q, 2);
-    p.indptr_s = qattn_vk_stride(&a->kv_indptr, 0);
-    p.indices_s = qattn_vk_stride(&a->kv_indices, 0);
-    p.lens_s = qattn_vk_stride(&a->kv_lens, 0);
-    p.n_indices = (int32_t)a->kv_indices.shape[0];
-    p.hq = plan->q_heads;
-    p.hkv = plan->kv_heads;
-    p.page_size = a->page_size;
-    p.window_left = a->window_left;
-    p.num_splits = plan->num_splits;
-    p.keys_per_split = plan->keys_per_split;
-    p.sm_scale = a->sm_scale;
-    p.softcap = a->logit_softcap;
-
-    merge_push m;
-    memset(&m, 0, sizeof m);
-    m.ws_o = p.ws_o;
-    m.ws_ml = p.ws_ml;
-    m.sinks = qattn_vk_addr(&a->sinks);
-    m.o = qattn_vk_addr(&a->o);
-    m.lse = qattn_vk_addr(&a->lse);
-    m.o_sb = qattn_vk_stride(&a->o, 0);
-    m.o_sr = qattn_vk_stride(&a->o, 1);
-    m.o_sh = qattn_vk_stride(&a->o, 2);
-    m.lse_sb = qattn_vk_stride(&a->lse, 0);
-    m.lse_sr = qattn_vk_stride(&a->lse, 1);
-    m.lse_sh = qattn_vk_stride(&a->lse, 2);
-    m.sinks_s = qattn_vk_stride(&a->sinks, 0);
-    m.hkv = plan->kv_heads;
-    m.R = plan->rows;
-    m.QH = plan->q_heads_per_workgroup;
-    m.NR = plan->row_slots;
-    m.S = plan->num_splits;
-    m.D = plan->head_dim_v;
-    m.perm = plan->kv_dtype != QATTN_BF16;
-    m.flags = (qattn_tensor_present(&a->sinks) ? FLAG_SINKS : 0) | (qattn_tensor_present(&a->lse) ? FLAG_LSE : 0);
-    /* The staged V values times this are the decoded ones (fp8: the power
-     * of two its f16 bit trick leaves). */
-    m.vf = plan->kv_dtype == QATTN_FP8_E4M3FN ? 256.0f : plan->kv_dtype == QATTN_FP8_E4M3FNUZ ? 128.0f : 1.0f;
-
+    /* The stage's and the merge's push blocks are qattn/kernel_args.h's,
+     * built by the core. */
+    qattn_decode_tile_args p;
+    qattn_decode_merge_args m;
+    qattn_status s = qattn_decode_kernel_args_of(plan, a, qattn_vk_addr, qattn_vk_ws_addr(ws, 0), &p, &m, why,
+                                                 sizeof why);
+    if (s != QATTN_OK) return qattn_vk_fail(vk, s, "decode: %s", why);
     VkPipeline s1, mg;
     /* A device of one subgroup size runs the plan's as it is; only a varying
      * one is pinned (device_fits checked that it can be). */
     const uint32_t pin = vk->caps.subgroup_size_min == vk->caps.subgroup_size_max ? 0u : l.subgroup_size;
-    qattn_status s = qattn_vk_pipeline(vk, l.shader, l.spec, l.n_spec, sizeof p, pin, &s1);
+    s = qattn_vk_pipeline(vk, l.shader, l.spec, l.n_spec, sizeof p, pin, &s1);
     if (s != QATTN_OK) return s;
     if ((s = qattn_vk_pipeline(vk, "decode_merge", l.merge_spec, 2, sizeof m, 0, &mg)) != QATTN_OK) return s;
     if ((s = qattn_vk_begin(vk)) != QATTN_OK) return s;

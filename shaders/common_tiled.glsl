@@ -1,6 +1,6 @@
 // Shared by the tiled decode kernels (decode_tiled.comp, decode_merge.comp):
-// the stage-1 push block, bounded loads, visibility and softcap. Mirrors
-// backend_vulkan/vk_decode.c's tiled_push.
+// the stage-1 push block (qattn_decode_tile_args, qattn/kernel_args.h),
+// bounded loads, visibility and softcap.
 #ifndef QATTN_COMMON_TILED_GLSL
 #define QATTN_COMMON_TILED_GLSL
 
@@ -23,6 +23,7 @@ layout(buffer_reference, std430, buffer_reference_align = 8) readonly restrict b
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer RoU32x4 { uvec4 v[]; };
 
 #ifndef QA_NO_STAGE1_PUSH
+// qattn_decode_tile_args (qattn/kernel_args.h), field for field.
 layout(push_constant, std430) uniform Push {
     uint64_t q, k, v, ks, vs;            // tensors (ks/vs 0 for bf16 caches)
     uint64_t indptr, indices, lens;      // paging

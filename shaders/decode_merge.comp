@@ -16,17 +16,18 @@
 
 layout(local_size_x_id = 0) in;
 
+// qattn_decode_merge_args (qattn/kernel_args.h), field for field.
 layout(push_constant, std430) uniform Push {
     uint64_t ws_o, ws_ml, sinks, o, lse;
     int o_sb, o_sr, o_sh;
     int lse_sb, lse_sr, lse_sh;
     int sinks_s, hkv, R, QH, NR, S;
-    int D, perm, flags, pad0;
+    int D, perm, flags;
     float vf;
 } pc;
 
-#define FLAG_SINKS 1
-#define FLAG_LSE 2
+#define FLAG_SINKS 1 // QATTN_DECODE_MERGE_SINKS
+#define FLAG_LSE 2 // QATTN_DECODE_MERGE_LSE
 #define MAX_S 256 // QATTN_MAX_SPLITS
 layout(constant_id = 1) const int DCH = 32; // staged dims per workgroup (plan.merge_dims, a multiple of 4)
 

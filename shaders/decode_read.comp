@@ -28,6 +28,7 @@
 layout(constant_id = 0) const uint WG = 256;
 layout(local_size_x_id = 0) in;
 
+// qattn_decode_read_args (qattn/kernel_args.h), field for field.
 layout(push_constant, std430) uniform Push {
     uint64_t q, k, v, ks, vs, indptr, indices, lens, sum;
     // the caches' views (qattn_cache_kernel_view), in the order k_cache,
@@ -39,7 +40,7 @@ layout(push_constant, std430) uniform Push {
     int indptr_s, indices_s, lens_s, n_indices;
     int page_size, window_left, R, G;    // G: q heads per kv head
     int D, row_words, es;                // head dim, 16-byte chunks per row, element bytes
-    int keys_per_split, num_splits, scaled, pad_;
+    int keys_per_split, num_splits, scaled;
 } pc;
 
 shared uint red[32];

@@ -28,7 +28,7 @@ get_property(_hip_cos GLOBAL PROPERTY QATTN_HIP_CODE_OBJECTS)
 if(_hip_cos AND QATTN_LLVM_READELF AND QATTN_LLVM_OBJDUMP)
   add_executable(qattn_hip_qualify hip/qualify_main.c hip/qualify_read.c hip/qualify_occupancy.c)
   target_include_directories(qattn_hip_qualify PRIVATE ${CMAKE_CURRENT_LIST_DIR}/hip
-                             ${PROJECT_SOURCE_DIR}/backend_hip/kernels)
+                             ${PROJECT_SOURCE_DIR}/backend_hip/kernels ${PROJECT_SOURCE_DIR}/core/include)
   set(_hip_args "")
   set(_hip_files "")
   foreach(e ${_hip_cos})

@@ -844,6 +844,122 @@ static void test_page_tiled(void **state) {
     }
 }
 
+/* ---- the kernel arguments the core builds for every GPU backend ---------- */
+/* Device addresses: the descriptors' byte offsets above a fixed base. */
+#define ADDR_BASE 0x7f0000000000ull
+static uint64_t fake_address(const qattn_tensor *t) { return t->buffer ? ADDR_BASE + t->offset : 0; }
+
+static void test_kernel_args(void **state) {
+    (void)state;
+    const qattn_device_caps h = caps_h200();
+    const qattn_dtype dts[2] = {QATTN_FP8_E4M3FN, QATTN_BF16};
+    for (int di = 0; di < 2; ++di) {
+        const shape s = {3, 2, 16, 2, 128, 1000, dts[di]};
+        describe(&h, s, 4, QATTN_DECODE_AUTO, 0);
+        qattn_decode_args a = args_paged(s);
+        if (di == 1) { /* bf16: with sinks and lse */
+            a.sinks = t_contig(QATTN_F32, 1, s.Hq, 0, 0, 0);
+            a.lse = t_contig(QATTN_F32, 3, s.B, s.R, s.Hq, 0);
+        }
+        qattn_decode_plan p;
+        char err[256], why[256];
+        assert_int_equal(plan_of(&h, &a, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
+        /* distinct addresses per tensor, each aligned as the plan reads */
+        qattn_tensor *ts[] = {&a.q, &a.k_cache, &a.v_cache, &a.k_scale, &a.v_scale, &a.kv_indptr,
+                              &a.kv_indices, &a.kv_lens, &a.sinks, &a.lse, &a.o};
+        for (int i = 0; i < (int)(sizeof ts / sizeof ts[0]); ++i) ts[i]->offset = (uint64_t)(i + 1) << 20;
+        const uint64_t ws = ADDR_BASE + (64u << 20);
+        qattn_decode_tile_args t;
+        qattn_decode_merge_args m;
+        assert_int_equal(qattn_decode_kernel_args_of(&p, &a, fake_address, ws, &t, &m, why, sizeof why), QATTN_OK);
+        const int64_t pages = slots_of(s) / 16;
+        EXPECT_EQ(t.q, ADDR_BASE + (1u << 20));
+        EXPECT_EQ(t.k, ADDR_BASE + (2u << 20));
+        EXPECT_EQ(t.v, ADDR_BASE + (3u << 20));
+        EXPECT_EQ(t.ks, di == 0 ? ADDR_BASE + (4u << 20) : 0);
+        EXPECT_EQ(t.lens, ADDR_BASE + (8u << 20));
+        EXPECT_EQ(t.ws_o, ws + p.partial_o_offset);
+        EXPECT_EQ(t.ws_ml, ws + p.partial_ml_offset);
+        /* [pages, 16, Hkv, D] caches, [pages, 16, Hkv] scales, in elements */
+        EXPECT_EQ(t.k_ps, 16 * s.Hkv * s.D);
+        EXPECT_EQ(t.v_rs, s.Hkv * s.D);
+        EXPECT_EQ(t.k_hs, s.D);
+        EXPECT_EQ(t.ks_ps, di == 0 ? 16 * s.Hkv : 0);
+        EXPECT_EQ(t.vs_rs, di == 0 ? s.Hkv : 0);
+        EXPECT_EQ(t.vs_hs, di == 0 ? 1 : 0);
+        EXPECT_EQ(t.n_slots, pages * 16);
+        EXPECT_EQ(t.q_sb, s.R * s.Hq * s.D);
+        EXPECT_EQ(t.q_sr, s.Hq * s.D);
+        EXPECT_EQ(t.q_sh, s.D);
+        EXPECT_EQ(t.indptr_s, 1);
+        EXPECT_EQ(t.n_indices, pages);
+        EXPECT_EQ(t.hq, s.Hq);
+        EXPECT_EQ(t.hkv, s.Hkv);
+        EXPECT_EQ(t.page_size, 16);
+        EXPECT_EQ(t.window_left, -1);
+        EXPECT_EQ(t.num_splits, p.num_splits);
+        EXPECT_EQ(t.keys_per_split, p.keys_per_split);
+        EXPECT(t.sm_scale == a.sm_scale);
+        EXPECT_EQ(m.ws_o, t.ws_o);
+        EXPECT_EQ(m.sinks, di == 1 ? ADDR_BASE + (9u << 20) : 0);
+        EXPECT_EQ(m.o, ADDR_BASE + (11u << 20));
+        EXPECT_EQ(m.o_sh, s.D);
+        EXPECT_EQ(m.lse_sb, di == 1 ? s.R * s.Hq : 0);
+        EXPECT_EQ(m.sinks_s, di == 1 ? 1 : 0);
+        EXPECT_EQ(m.R, p.rows);
+        EXPECT_EQ(m.QH, p.q_heads_per_workgroup);
+        EXPECT_EQ(m.NR, p.row_slots);
+        EXPECT_EQ(m.S, p.num_splits);
+        EXPECT_EQ(m.D, s.D);
+        EXPECT_EQ(m.perm, di == 0);
+        EXPECT_EQ(m.flags, di == 1 ? QATTN_DECODE_MERGE_SINKS | QATTN_DECODE_MERGE_LSE : 0);
+        EXPECT(m.vf == (di == 0 ? 256.0f : 1.0f));
+
+        /* a cache address off the plan's load width: refused, nothing written */
+        if (p.load_bytes > 1) {
+            a.v_cache.offset += (uint64_t)p.load_bytes / 2;
+            qattn_decode_tile_args t2;
+            qattn_decode_merge_args m2;
+            memset(&t2, 0xAB, sizeof t2);
+            memset(&m2, 0xAB, sizeof m2);
+            const qattn_decode_tile_args t0 = t2;
+            const qattn_decode_merge_args m0 = m2;
+            why[0] = '\0';
+            EXPECT_EQ(qattn_decode_kernel_args_of(&p, &a, fake_address, ws, &t2, &m2, why, sizeof why),
+                      QATTN_ERR_ALIGNMENT);
+            expect_contains(why, "k_cache/v_cache");
+            EXPECT(memcmp(&t2, &t0, sizeof t0) == 0 && memcmp(&m2, &m0, sizeof m0) == 0);
+            a.v_cache.offset -= (uint64_t)p.load_bytes / 2;
+        }
+
+        /* the decode-pattern read over the same call */
+        qattn_decode_read_args r;
+        uint32_t grid[3];
+        const uint64_t sum = ADDR_BASE + (80u << 20);
+        assert_int_equal(qattn_decode_read_args_of(&a, fake_address, sum, 132, 256, 4, &r, grid, why, sizeof why),
+                         QATTN_OK);
+        EXPECT_EQ(r.sum, sum);
+        EXPECT_EQ(r.k, t.k);
+        EXPECT_EQ(r.page_stride[0], t.k_ps);
+        EXPECT_EQ(r.head_stride[3], t.vs_hs);
+        EXPECT_EQ(r.row_stride[2], t.ks_rs);
+        EXPECT_EQ(r.n_slots, t.n_slots);
+        EXPECT_EQ(r.G, s.Hq / s.Hkv);
+        EXPECT_EQ(r.row_words, s.D * (s.dt == QATTN_BF16 ? 2 : 1) / 16);
+        EXPECT_EQ(r.scaled, di == 0);
+        EXPECT_EQ(grid[0], r.num_splits);
+        EXPECT_EQ(grid[1], s.Hkv);
+        EXPECT_EQ(grid[2], s.B);
+        /* splits cover the visible keys in whole steps (256 lanes / row_words keys, 4 in flight) */
+        const int64_t step = (256 / r.row_words) * 4;
+        EXPECT_EQ(r.keys_per_split % step, 0);
+        EXPECT((int64_t)r.keys_per_split * r.num_splits >= s.L);
+        a.k_cache.offset += 8;
+        EXPECT_EQ(qattn_decode_read_args_of(&a, fake_address, sum, 132, 256, 4, &r, grid, why, sizeof why),
+                  QATTN_ERR_ALIGNMENT);
+    }
+}
+
 static void test_limits(void **state) {
     (void)state;
     const qattn_device_caps h = caps_h200();
@@ -1121,6 +1237,7 @@ int main(void) {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_rank4),
         cmocka_unit_test(test_rank4_page_size),
+        cmocka_unit_test(test_kernel_args),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_merge_grid_limit),
         cmocka_unit_test(test_page_tiled),

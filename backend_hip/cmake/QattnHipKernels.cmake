@@ -14,7 +14,11 @@
 #     qh_code_objects table (src/qh_code_objects.h).
 set(QATTN_HIP_KERNEL_DIR ${CMAKE_CURRENT_LIST_DIR}/../kernels)
 set(QATTN_HIP_KERNEL_SOURCES decode kv_store mqa_logits paged_mqa_logits read_bandwidth)
-file(GLOB QATTN_HIP_KERNEL_HEADERS ${QATTN_HIP_KERNEL_DIR}/*.h ${QATTN_HIP_KERNEL_DIR}/*.def)
+# The core's kernel argument blocks (qattn/kernel_args.h) are part of the
+# kernels' parameters.
+set(QATTN_HIP_CORE_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../../core/include)
+file(GLOB QATTN_HIP_KERNEL_HEADERS ${QATTN_HIP_KERNEL_DIR}/*.h ${QATTN_HIP_KERNEL_DIR}/*.def
+     ${QATTN_HIP_CORE_INCLUDE_DIR}/qattn/kernel_args.h)
 
 function(qattn_hip_amd_code_objects out_files out_entries)
   set(files "")
@@ -28,7 +32,7 @@ function(qattn_hip_amd_code_objects out_files out_entries)
         OUTPUT ${out}
         COMMAND ${QATTN_AMDGPU_CLANG} -x hip -std=c++17 --offload-arch=${t} --offload-device-only
                 --no-gpu-bundle-output -nogpuinc -nogpulib -O3 -fno-gpu-flush-denormals-to-zero
-                -I${QATTN_HIP_KERNEL_DIR} -c ${QATTN_HIP_KERNEL_DIR}/${src}.hip -o ${out}
+                -I${QATTN_HIP_KERNEL_DIR} -I${QATTN_HIP_CORE_INCLUDE_DIR} -c ${QATTN_HIP_KERNEL_DIR}/${src}.hip -o ${out}
         DEPENDS ${QATTN_HIP_KERNEL_DIR}/${src}.hip ${QATTN_HIP_KERNEL_HEADERS}
         COMMENT "HIP code object ${src} for ${t}"
         VERBATIM)
@@ -55,7 +59,7 @@ function(qattn_hip_nvidia_fatbins out_files out_entries)
     set(out ${dir}/${src}.cuda.fatbin)
     add_custom_command(
       OUTPUT ${out}
-      COMMAND ${QATTN_NVCC} -x cu -std=c++17 -O3 --fatbin ${gencode} -I${QATTN_HIP_KERNEL_DIR}
+      COMMAND ${QATTN_NVCC} -x cu -std=c++17 -O3 --fatbin ${gencode} -I${QATTN_HIP_KERNEL_DIR} -I${QATTN_HIP_CORE_INCLUDE_DIR}
               --expt-relaxed-constexpr -Xptxas -warn-spills ${QATTN_HIP_KERNEL_DIR}/${src}.hip -o ${out}
       DEPENDS ${QATTN_HIP_KERNEL_DIR}/${src}.hip ${QATTN_HIP_KERNEL_HEADERS}
       COMMENT "CUDA fatbin ${src} (sm ${QATTN_HIP_CUDA_ARCHS})"
@@ -86,7 +90,7 @@ function(qattn_hip_hostsim_objects sim out_objs)
     add_custom_command(
       OUTPUT ${out}
       COMMAND ${QATTN_AMDGPU_CLANG} -x c++ -std=c++17 -O2 -g0 -fPIC -fno-exceptions -fno-rtti
-              -ffp-contract=off -DQH_HOSTSIM -DQH_SIM_${SIM} -I${QATTN_HIP_KERNEL_DIR} -c ${f} -o ${out}
+              -ffp-contract=off -DQH_HOSTSIM -DQH_SIM_${SIM} -I${QATTN_HIP_KERNEL_DIR} -I${QATTN_HIP_CORE_INCLUDE_DIR} -c ${f} -o ${out}
       DEPENDS ${f} ${QATTN_HIP_KERNEL_HEADERS}
       COMMENT "HIP host simulation (${sim}): ${n}"
       VERBATIM)

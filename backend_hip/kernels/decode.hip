@@ -200,7 +200,7 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
 
     /* matrix: 16 row slots (the shape the kernels issue; the host checks
      * the plan), a constant, so every LDS offset below is one too */
-    const int NR = MAT ? 16 : p.NR, R = p.R, QH = p.QH, ROWS = QH * R;
+    const int NR = MAT ? 16 : p.m.NR, R = p.m.R, QH = p.m.QH, ROWS = QH * R;
 
     QH_DYN_LDS(lds_);
     /* simt: the offsets depend on the run-time row count; held in vector
@@ -221,32 +221,32 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
 
     const int lane = (int)qh_lane();
     const int split = (int)qh_bid_x();
-    const int G = p.hq / p.hkv;
+    const int G = p.t.hq / p.t.hkv;
     const int nrb = G / QH;
     const int g = (int)qh_bid_y() / nrb, rb = (int)qh_bid_y() % nrb;
     const int h0 = g * G + rb * QH;
     const int b = (int)qh_bid_z();
 
     /* ---- the request's keys, bounded ---- */
-    const int64_t L = p.lens[(int64_t)b * p.lens_s];
-    const int32_t ip0 = p.indptr[(int64_t)b * p.indptr_s];
-    const int32_t ip1 = qh_min(p.indptr[(int64_t)(b + 1) * p.indptr_s], p.n_indices);
+    const int64_t L = p.t.lens[(int64_t)b * p.t.lens_s];
+    const int32_t ip0 = p.t.indptr[(int64_t)b * p.t.indptr_s];
+    const int32_t ip1 = qh_min(p.t.indptr[(int64_t)(b + 1) * p.t.indptr_s], p.t.n_indices);
     /* keys below the capacity of the request's entries may exist (an empty
      * cache holds none) */
-    const int64_t cap = p.n_slots > 0 ? qh_min(qh_max((int64_t)ip1 - ip0, (int64_t)0) * p.page_size,
+    const int64_t cap = (int32_t)QH_LOW32(p, t.n_slots) > 0 ? qh_min(qh_max((int64_t)ip1 - ip0, (int64_t)0) * p.t.page_size,
                                                (int64_t)INT32_MAX)
                                       : 0;
     /* keys whose entry would precede kv_indices[0] do not exist */
-    const int64_t kfirst = ip0 < 0 ? -(int64_t)ip0 * p.page_size : 0;
+    const int64_t kfirst = ip0 < 0 ? -(int64_t)ip0 * p.t.page_size : 0;
     int64_t lo_all = INT64_MAX, hi_all = -1;
     for (int r = 0; r < R; ++r) {
         const int64_t t = L - R + r;
-        const int64_t lo = p.window_left >= 0 && t - p.window_left > 0 ? t - p.window_left : 0;
+        const int64_t lo = p.t.window_left >= 0 && t - p.t.window_left > 0 ? t - p.t.window_left : 0;
         lo_all = qh_min(lo_all, qh_max(lo, kfirst));
         hi_all = qh_max(hi_all, qh_min(t, cap - 1));
     }
-    const int64_t s0 = (int64_t)split * p.keys_per_split;
-    const int64_t s1 = split == p.num_splits - 1 ? INT64_MAX : s0 + p.keys_per_split;
+    const int64_t s0 = (int64_t)split * p.t.keys_per_split;
+    const int64_t s1 = split == p.t.num_splits - 1 ? INT64_MAX : s0 + p.t.keys_per_split;
     /* [kb, ke): positions fit int32 (ke <= cap <= INT32_MAX) */
     const int32_t kb = (int32_t)qh_min(qh_max(s0, lo_all), (int64_t)INT32_MAX);
     const int32_t ke = (int32_t)qh_min(s1, hi_all + 1);
@@ -255,7 +255,7 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     for (int n = 0; n < NR; ++n) {
         const bool real = n < ROWS;
         const int h = h0 + n / R, r = n % R;
-        const uint16_t *qr = p.q + (int64_t)b * p.q_sb + (int64_t)r * p.q_sr + (int64_t)h * p.q_sh;
+        const uint16_t *qr = p.t.q + (int64_t)b * p.t.q_sb + (int64_t)r * p.t.q_sr + (int64_t)h * p.t.q_sh;
         float mx = 0.0f;
         for (int d = lane; d < D && real; d += SG) mx = qh_fmaxf(mx, qh_fabsf(qh_bf16_to_f32(qr[d])));
         mx = qh_wave_max(mx);
@@ -283,8 +283,8 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
      * d >= r - window_left; every staged key lies in [kfirst, cap) already
      * (kb and ke bound the loop). */
     const int64_t tbase = (int64_t)dec_vreg<VREG2>((int32_t)L) - R;
-    const int64_t wl = dec_vreg<VREG2>(p.window_left);
-    const float softcap = dec_vregf<VREG2>(p.softcap), sm_scale = dec_vregf<VREG2>(p.sm_scale);
+    const int64_t wl = dec_vreg<VREG2>(p.t.window_left);
+    const float softcap = dec_vregf<VREG2>(p.t.softcap), sm_scale = dec_vregf<VREG2>(p.t.sm_scale);
 
     /* output accumulators */
 #if QH_DEC_HAVE_MATRIX && defined(QH_NVIDIA)
@@ -327,22 +327,22 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     const int vec = p.load_bytes;
     /* the views' strides in vector registers: they multiply per-lane page
      * ids anyway, and the loop's scalar registers are needed elsewhere */
-    const uint32_t k_ps = (uint32_t)dec_vreg<VREG>((int32_t)p.k_ps), k_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.k_rs);
-    const uint32_t v_ps = (uint32_t)dec_vreg<VREG>((int32_t)p.v_ps), v_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.v_rs);
-    const uint32_t ks_ps = (uint32_t)dec_vreg<VREG>((int32_t)p.ks_ps), ks_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.ks_rs);
-    const uint32_t vs_ps = (uint32_t)dec_vreg<VREG>((int32_t)p.vs_ps), vs_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.vs_rs);
-    const int32_t n_slots = dec_vreg<VREG>(p.n_slots), psz = dec_vreg<VREG>(p.page_size), ip0v = dec_vreg<VREG>(ip0);
-    const uint8_t *kbase = p.k + (uint64_t)((uint32_t)g * p.k_hs) * ES;
-    const uint8_t *vbase = p.v + (uint64_t)((uint32_t)g * p.v_hs) * ES;
-    const float *ksb = HAS_SCALES ? p.ks + (uint32_t)g * p.ks_hs : nullptr;
-    const float *vsb = HAS_SCALES ? p.vs + (uint32_t)g * p.vs_hs : nullptr;
+    const uint32_t k_ps = (uint32_t)dec_vreg<VREG>((int32_t)QH_LOW32(p, t.k_ps)), k_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.t.k_rs);
+    const uint32_t v_ps = (uint32_t)dec_vreg<VREG>((int32_t)QH_LOW32(p, t.v_ps)), v_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.t.v_rs);
+    const uint32_t ks_ps = (uint32_t)dec_vreg<VREG>((int32_t)QH_LOW32(p, t.ks_ps)), ks_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.t.ks_rs);
+    const uint32_t vs_ps = (uint32_t)dec_vreg<VREG>((int32_t)QH_LOW32(p, t.vs_ps)), vs_rs = (uint32_t)dec_vreg<VREG>((int32_t)p.t.vs_rs);
+    const int32_t n_slots = dec_vreg<VREG>((int32_t)QH_LOW32(p, t.n_slots)), psz = dec_vreg<VREG>(p.t.page_size), ip0v = dec_vreg<VREG>(ip0);
+    const uint8_t *kbase = p.t.k + (uint64_t)((uint32_t)g * QH_LOW32(p, t.k_hs)) * ES;
+    const uint8_t *vbase = p.t.v + (uint64_t)((uint32_t)g * QH_LOW32(p, t.v_hs)) * ES;
+    const float *ksb = HAS_SCALES ? p.t.ks + (uint32_t)g * QH_LOW32(p, t.ks_hs) : nullptr;
+    const float *vsb = HAS_SCALES ? p.t.vs + (uint32_t)g * QH_LOW32(p, t.vs_hs) : nullptr;
 
     /* t0: a tile's first position, unsigned (t0 + 2 TK may pass INT32_MAX) */
     auto keys_of = [&](uint32_t t0) {
         const uint32_t pos = t0 + (uint32_t)lane;
         const int32_t pc = (int32_t)qh_min(pos, (uint32_t)ke - 1u);
         const int64_t ent = (int64_t)ip0v + pc / psz;
-        npage = p.indices[(uint32_t)qh_max(ent, (int64_t)0) * (uint32_t)p.indices_s];
+        npage = p.t.indices[(uint32_t)qh_max(ent, (int64_t)0) * (uint32_t)p.t.indices_s];
         nrow = pc % psz;
         nok = (lane < TK && pos < (uint32_t)ke && ent >= 0) ? 1 : 0;
     };
@@ -644,9 +644,9 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     }
 
     /* ---- partials: unnormalised O^T (staged dims), m and l per row slot ---- */
-    const int S = p.num_splits;
-    const int64_t slot0 = (((int64_t)b * p.hkv + g) * nrb + rb) * NR; /* first row slot */
-    float *ws_o = QH_LATE(p, ws_o);
+    const int S = p.t.num_splits;
+    const int64_t slot0 = (((int64_t)b * p.t.hkv + g) * nrb + rb) * NR; /* first row slot */
+    float *ws_o = QH_LATE(p, t.ws_o);
     if constexpr (MAT) {
 #if QH_DEC_HAVE_MATRIX && (defined(QH_GFX942) || defined(QH_GFX12))
         const int gq = lane >> 4, cq = lane & 15;
@@ -679,7 +679,7 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             }
         }
     }
-    float *ws_ml = QH_LATE(p, ws_ml);
+    float *ws_ml = QH_LATE(p, t.ws_ml);
     {
         const float lt = dec_row_sum(l_run);
         if (sn < NR && lane < QH_DEC_MAX_NR) {
@@ -698,23 +698,23 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
     __shared__ float sw[QH_DEC_MAX_SPLITS];
     __shared__ float sred[QH_DEC_MERGE_MAX_WG];
     __shared__ float sacc[QH_DEC_MERGE_MAX_WG * 4];
-    const int D = p.D, DCH = p.merge_dims, nch = D / DCH;
+    const int D = p.m.D, DCH = p.merge_dims, nch = D / DCH;
     const int row = (int)qh_bid_x() / nch; /* (head within the group, r) */
     const int d0 = ((int)qh_bid_x() % nch) * DCH; /* this workgroup's staged dims: d0 .. d0 + DCH - 1 */
     const int g = (int)qh_bid_y(), b = (int)qh_bid_z();
     const int tid = (int)qh_tid(), nt = p.merge_wg;
-    const int R = p.R, G = p.hq / p.hkv;
+    const int R = p.m.R, G = p.t.hq / p.m.hkv;
     const int hl = row / R, r = row % R;
     const int h = g * G + hl;
-    const int rb = hl / p.QH, n = (hl % p.QH) * R + r;
-    const int64_t slot = (((int64_t)b * p.hkv + g) * (G / p.QH) + rb) * p.NR + n;
-    const int S = p.num_splits;
-    const bool has_sink = (p.flags & QH_DEC_SINKS) != 0;
-    const float sink = has_sink ? p.sinks[(int64_t)h * p.sinks_s] * LOG2E : qh_neg_inf();
+    const int rb = hl / p.m.QH, n = (hl % p.m.QH) * R + r;
+    const int64_t slot = (((int64_t)b * p.m.hkv + g) * (G / p.m.QH) + rb) * p.m.NR + n;
+    const int S = p.m.S;
+    const bool has_sink = (p.m.flags & QATTN_DECODE_MERGE_SINKS) != 0;
+    const float sink = has_sink ? p.m.sinks[(int64_t)h * p.m.sinks_s] * LOG2E : qh_neg_inf();
     /* M: per thread, then a tree over LDS */
     float mloc = sink;
     for (int s = tid; s < S; s += nt) {
-        const float ms = p.ws_ml[(slot * S + s) * 2];
+        const float ms = p.m.ws_ml[(slot * S + s) * 2];
         sw[s] = ms;
         mloc = qh_fmaxf(mloc, ms);
     }
@@ -729,7 +729,7 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
     float zloc = 0.0f;
     for (int s = tid; s < S; s += nt) {
         const float ms = sw[s];
-        const float ls = p.ws_ml[(slot * S + s) * 2 + 1];
+        const float ls = p.m.ws_ml[(slot * S + s) * 2 + 1];
         const float e = ms == qh_neg_inf() ? 0.0f : qh_exp2f(ms - M);
         sw[s] = e;
         zloc += ls * e;
@@ -741,14 +741,14 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
         qh_barrier();
     }
     const float Z = sred[0] + (sink == qh_neg_inf() ? 0.0f : qh_exp2f(sink - M));
-    const float wz = Z > 0.0f ? p.vf / Z : 0.0f;
+    const float wz = Z > 0.0f ? p.m.vf / Z : 0.0f;
     /* output: groups of DCH / 4 threads, each group a strided set of splits */
     const int gd = DCH / 4, ng = nt / gd;
     const int q4 = tid % gd, grp = tid / gd;
     if (grp < ng) {
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int s = grp; s < S; s += ng) {
-            const float *at = p.ws_o + (slot * S + s) * D + d0 + q4 * 4;
+            const float *at = p.m.ws_o + (slot * S + s) * D + d0 + q4 * 4;
             for (int u = 0; u < 4; ++u) acc[u] += sw[s] * at[u];
         }
         for (int u = 0; u < 4; ++u) sacc[tid * 4 + u] = acc[u];
@@ -758,14 +758,14 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
         float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         for (int k = 0; k < ng; ++k)
             for (int u = 0; u < 4; ++u) t[u] += sacc[(k * gd + tid) * 4 + u];
-        uint16_t *o = p.o + (int64_t)b * p.o_sb + (int64_t)r * p.o_sr + (int64_t)h * p.o_sh;
+        uint16_t *o = p.m.o + (int64_t)b * p.m.o_sb + (int64_t)r * p.m.o_sr + (int64_t)h * p.m.o_sh;
         for (int u = 0; u < 4; ++u) {
             const int dp = d0 + tid * 4 + u;
-            o[p.perm ? dec_perm(dp) : dp] = qh_f32_to_bf16(t[u] * wz);
+            o[p.m.perm ? dec_perm(dp) : dp] = qh_f32_to_bf16(t[u] * wz);
         }
     }
-    if (tid == 0 && d0 == 0 && (p.flags & QH_DEC_LSE) != 0)
-        p.lse[(int64_t)b * p.lse_sb + (int64_t)r * p.lse_sr + (int64_t)h * p.lse_sh] =
+    if (tid == 0 && d0 == 0 && (p.m.flags & QATTN_DECODE_MERGE_LSE) != 0)
+        p.m.lse[(int64_t)b * p.m.lse_sb + (int64_t)r * p.m.lse_sr + (int64_t)h * p.m.lse_sh] =
             Z > 0.0f ? (M + qh_log2f(Z)) * LN2 : qh_neg_inf();
 }
 

@@ -197,6 +197,20 @@ QH_DEV int32_t qh_as_vector(int32_t v) {
 #define QH_LATE(p, field) ((p).field)
 #endif
 
+/* QH_LOW32(p, field): the low 32 bits of a 64-bit field of the parameter
+ * block, read alone. The AMD compiler loads a run of 64-bit fields as one
+ * wide load, both halves, and holds every SGPR of it; a kernel that uses
+ * only the low halves (offsets known to fit 32 bits) holds one SGPR per
+ * field this way. Little-endian, as every target is. */
+#if defined(QH_AMD)
+#define QH_LOW32(p, field)                                                                         \
+    (*(const uint32_t __attribute__((address_space(4))) *)(                                        \
+        (const __attribute__((address_space(4))) char *)__builtin_amdgcn_kernarg_segment_ptr() + \
+        __builtin_offsetof(__typeof__(p), field)))
+#else
+#define QH_LOW32(p, field) ((uint32_t)(p).field)
+#endif
+
 /* Keeps the AMD instruction scheduler from moving instructions across this
  * point (no effect on execution; nothing elsewhere). */
 QH_DEV void qh_sched_barrier(void) {

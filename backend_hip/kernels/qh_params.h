@@ -25,14 +25,16 @@
 #define QH_PTR(T) uint64_t
 #endif
 
+/* The core's kernel argument blocks, with typed addresses in the kernels. */
+#ifdef __cplusplus
+#define QATTN_KERNEL_ADDRESS(T) T *
+#endif
+#include "qattn/kernel_args.h"
+
 /* Element formats (kernel template arguments, MQA's runtime q/k formats). */
 enum { QH_BF16 = 0, QH_FN = 1, QH_FNUZ = 2, QH_I8 = 3 };
 
 /* ---- decode: the tiled stage 1 and the split merge (docs/design.md) ---- */
-enum {
-    QH_DEC_SINKS = 1, /* sinks present */
-    QH_DEC_LSE = 2    /* lse requested */
-};
 
 /* Keys per tile the tiled kernels are built for (plan.keys_per_tile must
  * match; the loads in flight are register arrays sized by it). */
@@ -62,51 +64,20 @@ enum {
 #define QH_DEC_LDS_BYTES(d, nr) (QH_DEC_OFF_SP(d, nr) + (nr) * QH_DEC_LDP * 2)
 
 typedef struct qh_decode_params {
-    /* Stage 1 and merge share one block (each reads its part). Strides are
-     * in elements and fit 32 bits (the validator bounds tensors to
-     * INT32_MAX elements). */
-    QH_PTR(const uint16_t) q;
-    QH_PTR(const uint8_t) k;
-    QH_PTR(const uint8_t) v;
-    QH_PTR(const float) ks;        /* null for bf16 caches */
-    QH_PTR(const float) vs;
-    QH_PTR(const int32_t) indptr;
-    QH_PTR(const int32_t) indices;
-    QH_PTR(const int32_t) lens;
-    QH_PTR(float) ws_o;            /* workspace + plan.partial_o_offset */
-    QH_PTR(float) ws_ml;           /* workspace + plan.partial_ml_offset */
-    QH_PTR(const float) sinks;
-    QH_PTR(uint16_t) o;
-    QH_PTR(float) lse;
-    /* The views of K, V and their scales (from qattn_decode_cache_views_of):
-     * key row `row` of page `page` starts at page * ps + row * rs elements
-     * from the head row, head g's row at g * hs. This kernel forms them in
-     * unsigned 32-bit arithmetic, exact while a cache spans fewer than 2^32
-     * elements; the 64-bit page and head strides of qattn_cache_kernel_view
-     * (for caches of any size) reach a kernel that forms its bases in 64
-     * bits. Kept 32-bit here: 64-bit fields cost the gfx942 matrix kernels
-     * SGPR spills. */
-    uint32_t k_ps, v_ps, ks_ps, vs_ps;
-    uint32_t k_rs, k_hs, v_rs, v_hs; /* row-in-page and head strides */
-    uint32_t ks_rs, ks_hs, vs_rs, vs_hs;
-    int32_t n_slots;               /* slots inside all four cache tensors */
-    int32_t pad0_;
-    int32_t q_sb, q_sr, q_sh;
-    int32_t indptr_s, indices_s, lens_s, n_indices;
-    int32_t hq, hkv, page_size, window_left;
-    int32_t R, QH, NR;             /* plan: rows, q_heads_per_workgroup, row_slots */
-    int32_t num_splits, keys_per_split;
-    int32_t load_bytes;            /* plan: widest K/V load (1..16) */
-    float sm_scale, softcap;
-    /* merge */
-    int32_t o_sb, o_sr, o_sh;
-    int32_t lse_sb, lse_sr, lse_sh;
-    int32_t sinks_s, flags;        /* QH_DEC_* */
-    int32_t perm;                  /* staged dims have positions 1, 2 of each 4 swapped */
-    int32_t merge_wg;              /* plan: merge_workgroup_size */
-    int32_t D;                     /* head dim (= Dv) */
-    int32_t merge_dims;            /* plan: output dims per merge workgroup */
-    float vf;                      /* staged V value * vf = decoded value */
+    /* The core's blocks (qattn_decode_kernel_args_of), as Vulkan pushes
+     * them: the stage reads t, the merge m. This kernel addresses caches of
+     * fewer than 2^32 elements (hip_decode.c refuses larger ones), so it
+     * forms offsets from the low 32 bits of t's page and head strides: 64-bit
+     * arithmetic there costs the gfx942 matrix kernels SGPR spills. */
+    qattn_decode_tile_args t;
+    qattn_decode_merge_args m;
+    /* The plan's values Vulkan passes as specialization constants, beyond
+     * those m holds (rows, q heads per workgroup, row slots: the stage
+     * reads them there too). */
+    int32_t load_bytes;  /* widest K/V load (1..16) */
+    int32_t merge_wg;    /* merge_workgroup_size */
+    int32_t merge_dims;  /* output dims per merge workgroup */
+    int32_t pad_;
 } qh_decode_params;
 
 /* ---- KV store ---- */

@@ -68,34 +68,34 @@ QH_KERNEL QH_LAUNCH_BOUNDS(QH_READ_WG) void qattn_decode_pattern_read(qh_read_pa
     __shared__ uint32_t red[QH_READ_WG];
     const uint32_t tid = qh_tid();
     const int32_t split = (int32_t)qh_bid_x(), g = (int32_t)qh_bid_y(), b = (int32_t)qh_bid_z();
-    const int32_t ip0 = p.indptr[(int64_t)b * p.indptr_s];
-    int32_t ip1 = p.indptr[(int64_t)(b + 1) * p.indptr_s];
-    if (ip1 > p.n_indices) ip1 = p.n_indices;
-    int64_t cap = ((int64_t)ip1 - ip0) * p.page_size;
+    const int32_t ip0 = p.d.indptr[(int64_t)b * p.d.indptr_s];
+    int32_t ip1 = p.d.indptr[(int64_t)(b + 1) * p.d.indptr_s];
+    if (ip1 > p.d.n_indices) ip1 = p.d.n_indices;
+    int64_t cap = ((int64_t)ip1 - ip0) * p.d.page_size;
     if (cap < 0) cap = 0;
     /* visible keys [lo, kv_lens[b]) as decode sees them, bounded by the pages
      * the request's row of kv_indptr gives (entries below 0 skipped) */
-    const int32_t Lraw = p.lens[(int64_t)b * p.lens_s];
+    const int32_t Lraw = p.d.lens[(int64_t)b * p.d.lens_s];
     const int64_t len = Lraw < 0 ? 0 : Lraw > cap ? cap : Lraw;
     const int32_t L = (int32_t)len;
-    const int64_t lw = p.window_left >= 0 ? (int64_t)Lraw - p.R - p.window_left : 0;
-    const int64_t skip = ip0 < 0 ? -(int64_t)ip0 * p.page_size : 0;
+    const int64_t lw = p.d.window_left >= 0 ? (int64_t)Lraw - p.d.R - p.d.window_left : 0;
+    const int64_t skip = ip0 < 0 ? -(int64_t)ip0 * p.d.page_size : 0;
     int64_t lo64 = lw > skip ? lw : skip;
     lo64 = lo64 < 0 ? 0 : lo64 > 0x7FFFFFFF ? 0x7FFFFFFF : lo64;
     const int32_t lo = (int32_t)lo64;
-    const int64_t k0_ = (int64_t)lo + (int64_t)split * p.keys_per_split;
+    const int64_t k0_ = (int64_t)lo + (int64_t)split * p.d.keys_per_split;
     const int32_t k0 = k0_ > L ? L : (int32_t)k0_;
-    const int64_t k1_ = split == p.num_splits - 1 ? L : (int64_t)k0 + p.keys_per_split;
+    const int64_t k1_ = split == p.d.num_splits - 1 ? L : (int64_t)k0 + p.d.keys_per_split;
     const int32_t k1 = k1_ > L ? L : (int32_t)k1_;
 
-    const uint32_t rw = (uint32_t)p.row_words, kps = QH_READ_WG / rw;
+    const uint32_t rw = (uint32_t)p.d.row_words, kps = QH_READ_WG / rw;
     const uint32_t key = tid / rw, chunk = tid % rw;
     const bool lane_on = key < kps;
-    const uint8_t *kh = p.k + (uint64_t)((int64_t)g * p.head_stride[0]) * (uint32_t)p.es + chunk * 16u;
-    const uint8_t *vh = p.v + (uint64_t)((int64_t)g * p.head_stride[1]) * (uint32_t)p.es + chunk * 16u;
-    const uint32_t *ksh = p.scaled ? p.ks + (int64_t)g * p.head_stride[2] : nullptr;
-    const uint32_t *vsh = p.scaled ? p.vs + (int64_t)g * p.head_stride[3] : nullptr;
-    const bool scales = p.scaled && chunk == 0;
+    const uint8_t *kh = p.d.k + (uint64_t)((int64_t)g * p.d.head_stride[0]) * (uint32_t)p.d.es + chunk * 16u;
+    const uint8_t *vh = p.d.v + (uint64_t)((int64_t)g * p.d.head_stride[1]) * (uint32_t)p.d.es + chunk * 16u;
+    const uint32_t *ksh = p.d.scaled ? p.d.ks + (int64_t)g * p.d.head_stride[2] : nullptr;
+    const uint32_t *vsh = p.d.scaled ? p.d.vs + (int64_t)g * p.d.head_stride[3] : nullptr;
+    const bool scales = p.d.scaled && chunk == 0;
     uint32_t acc = 0;
     for (int32_t base = k0; base < k1; base += (int32_t)kps * QH_DREAD_LOADS) {
         qh_u32x4 rk[QH_DREAD_LOADS], rv[QH_DREAD_LOADS];
@@ -107,18 +107,18 @@ QH_KERNEL QH_LAUNCH_BOUNDS(QH_READ_WG) void qattn_decode_pattern_read(qh_read_pa
             on[j] = lane_on && k < k1;
             int32_t page = -1, row = 0;
             if (on[j]) {
-                page = p.indices[(int64_t)(ip0 + k / p.page_size) * p.indices_s];
-                row = k % p.page_size;
+                page = p.d.indices[(int64_t)(ip0 + k / p.d.page_size) * p.d.indices_s];
+                row = k % p.d.page_size;
             }
-            on[j] = on[j] && page >= 0 && (int64_t)page * p.page_size + row < p.n_slots;
+            on[j] = on[j] && page >= 0 && (int64_t)page * p.d.page_size + row < p.d.n_slots;
             const int64_t pg = on[j] ? page : 0;
             const uint32_t r = on[j] ? (uint32_t)row : 0u;
-            rk[j] = *(const qh_u32x4 *)(kh + (uint64_t)(pg * p.page_stride[0] + (int64_t)(r * p.row_stride[0])) * (uint32_t)p.es);
-            rv[j] = *(const qh_u32x4 *)(vh + (uint64_t)(pg * p.page_stride[1] + (int64_t)(r * p.row_stride[1])) * (uint32_t)p.es);
+            rk[j] = *(const qh_u32x4 *)(kh + (uint64_t)(pg * p.d.page_stride[0] + (int64_t)(r * p.d.row_stride[0])) * (uint32_t)p.d.es);
+            rv[j] = *(const qh_u32x4 *)(vh + (uint64_t)(pg * p.d.page_stride[1] + (int64_t)(r * p.d.row_stride[1])) * (uint32_t)p.d.es);
             sk[j] = sv[j] = 0u;
             if (scales) {
-                sk[j] = ksh[pg * p.page_stride[2] + (int64_t)(r * p.row_stride[2])];
-                sv[j] = vsh[pg * p.page_stride[3] + (int64_t)(r * p.row_stride[3])];
+                sk[j] = ksh[pg * p.d.page_stride[2] + (int64_t)(r * p.d.row_stride[2])];
+                sv[j] = vsh[pg * p.d.page_stride[3] + (int64_t)(r * p.d.row_stride[3])];
             }
         }
 #pragma unroll
@@ -128,10 +128,10 @@ QH_KERNEL QH_LAUNCH_BOUNDS(QH_READ_WG) void qattn_decode_pattern_read(qh_read_pa
     }
     /* q: the head group's R x G rows, once per (head, request) */
     if (split == 0) {
-        const int32_t n = p.R * p.G * p.D;
+        const int32_t n = p.d.R * p.d.G * p.d.D;
         for (int32_t i = (int32_t)tid; i < n; i += QH_READ_WG) {
-            const int32_t row = i / p.D, r = row / p.G, h = g * p.G + row % p.G;
-            acc += p.q[(int64_t)b * p.q_sb + (int64_t)r * p.q_sr + (int64_t)h * p.q_sh + i % p.D];
+            const int32_t row = i / p.d.D, r = row / p.d.G, h = g * p.d.G + row % p.d.G;
+            acc += p.d.q[(int64_t)b * p.d.q_sb + (int64_t)r * p.d.q_sr + (int64_t)h * p.d.q_sh + i % p.d.D];
         }
     }
     red[tid] = acc;
@@ -140,5 +140,5 @@ QH_KERNEL QH_LAUNCH_BOUNDS(QH_READ_WG) void qattn_decode_pattern_read(qh_read_pa
         if (tid < h) red[tid] += red[tid + h];
         qh_barrier();
     }
-    if (tid == 0) qh_atomic_add_u32(p.sum, red[0]);
+    if (tid == 0) qh_atomic_add_u32(p.d.sum, red[0]);
 }

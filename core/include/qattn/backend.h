@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "qattn/kernel_args.h"
 #include "qattn/qattn.h"
 
 #ifdef __cplusplus
@@ -261,79 +262,51 @@ static inline qattn_kv_store_views qattn_kv_store_views_of(const qattn_kv_store_
     return r;
 }
 
-/** Decode's addressing of its four cache tensors (the one marshalling both
- *  GPU backends copy into their kernel parameters): the views of k_cache,
- *  v_cache and, for fp8/int8 caches, k_scale and v_scale (all zero for
- *  bf16), and the slots inside all four (a key whose slot is outside is not
- *  visible, spec 2). Rank-4 tensors bring their pages; rank-3 ones read as
- *  pages of the call's page_size. */
-typedef struct qattn_decode_cache_views {
-    qattn_cache_kernel_view k, v, ks, vs;
-    int32_t n_slots;
-    int32_t reserved_; /* 0 */
-} qattn_decode_cache_views;
+/** The device address of a tensor's element 0 as a backend resolves its
+ *  buffers; 0 for an absent tensor (buffer NULL). */
+typedef uint64_t (*qattn_address_fn)(const qattn_tensor *t);
 
-static inline qattn_decode_cache_views qattn_decode_cache_views_of(const qattn_decode_args *a) {
-    qattn_decode_cache_views r;
-    memset(&r, 0, sizeof r);
-    r.k = qattn_cache_kernel_view_of(&a->k_cache, 0, a->page_size);
-    r.v = qattn_cache_kernel_view_of(&a->v_cache, 0, a->page_size);
-    r.n_slots = r.k.n_slots < r.v.n_slots ? r.k.n_slots : r.v.n_slots;
-    if (a->k_scale.buffer) {
-        r.ks = qattn_cache_kernel_view_of(&a->k_scale, 1, a->page_size);
-        r.vs = qattn_cache_kernel_view_of(&a->v_scale, 1, a->page_size);
-        if (r.ks.n_slots < r.n_slots) r.n_slots = r.ks.n_slots;
-        if (r.vs.n_slots < r.n_slots) r.n_slots = r.vs.n_slots;
-    }
-    return r;
+/** Decode's kernel arguments for a plan and arguments the core validated
+ *  against it: the stage's and the merge's blocks of qattn/kernel_args.h,
+ *  the one marshalling every GPU backend passes unchanged. `address` gives
+ *  the tensors' device addresses; `workspace` is the device address of the
+ *  workspace range's first byte. Fails only with QATTN_ERR_ALIGNMENT (a
+ *  reason naming k_cache/v_cache in why) when the caches' addresses are not
+ *  multiples of the plan's load width; writes nothing to tile or merge
+ *  then. */
+QATTN_API qattn_status qattn_decode_kernel_args_of(const qattn_decode_plan *plan, const qattn_decode_args *a,
+                                                   qattn_address_fn address, uint64_t workspace,
+                                                   qattn_decode_tile_args *tile, qattn_decode_merge_args *merge,
+                                                   char *why, size_t why_size);
+
+/** The read ops' occupancy on every GPU backend: workgroups per compute
+ *  unit (on the H200 8 workgroups of 256 lanes per SM stream at full rate,
+ *  shared/notes/anchors.md), and the compute units assumed when a device
+ *  does not say (lavapipe). */
+#define QATTN_READ_GROUPS_PER_CU 8u
+#define QATTN_READ_DEFAULT_CUS 16u
+
+/** Workgroups of `wg` lanes for qattn_read_stream over `words` 16-byte
+ *  words: QATTN_READ_GROUPS_PER_CU per compute unit, no more than there are
+ *  lanes' worth of words. */
+static inline uint32_t qattn_read_stream_groups(uint32_t compute_units, uint64_t words, uint32_t wg) {
+    const uint64_t cus = compute_units > 0 ? compute_units : QATTN_READ_DEFAULT_CUS;
+    const uint64_t groups = cus * QATTN_READ_GROUPS_PER_CU, need = (words + wg - 1) / wg;
+    return (uint32_t)(need < groups ? need : groups);
 }
 
-/** The views of qattn_decode_cache_views as arrays in the order k_cache,
- *  v_cache, k_scale, v_scale, for kernel parameters that hold them so. */
-static inline void qattn_decode_cache_views_arrays(const qattn_decode_cache_views *v, int64_t page_stride[4],
-                                                   int64_t head_stride[4], uint32_t row_stride[4]) {
-    const qattn_cache_kernel_view *w[4] = {&v->k, &v->v, &v->ks, &v->vs};
-    for (int i = 0; i < 4; ++i) {
-        page_stride[i] = w[i]->page_stride;
-        head_stride[i] = w[i]->head_stride;
-        row_stride[i] = w[i]->row_stride;
-    }
-}
-
-/** The launch of qattn_decode_read (qattn/experimental.h), the same on
- *  every GPU backend: workgroups of `wg` lanes over (split, kv head,
- *  request), `groups_per_cu` of them per compute unit; a lane reads one
- *  16-byte chunk of a key's K and V rows (row_words per row), `loads` keys
- *  in flight; each split a whole number of steps of keys over the visible
- *  range of max_kv_len (the last split runs to the request's end). */
-typedef struct qattn_decode_read_launch {
-    int32_t splits, keys_per_split;
-    int32_t row_words;      /* 16-byte chunks per K or V row */
-    int32_t q_heads_per_kv; /* G */
-} qattn_decode_read_launch;
-
-static inline qattn_decode_read_launch qattn_decode_read_launch_of(const qattn_decode_args *a, uint32_t compute_units,
-                                                                   uint32_t wg, uint32_t loads,
-                                                                   uint32_t groups_per_cu) {
-    qattn_decode_read_launch l;
-    const int64_t B = a->q.shape[0], R = a->q.shape[1], Hkv = a->k_cache.shape[a->k_cache.rank - 2];
-    const int64_t D = a->q.shape[3], es = (int64_t)qattn_dtype_size(a->k_cache.dtype);
-    l.row_words = (int32_t)(D * es / 16);
-    l.q_heads_per_kv = (int32_t)(a->q.shape[2] / Hkv);
-    const int64_t want = (int64_t)compute_units * groups_per_cu, pairs = B * Hkv;
-    int64_t keys = a->max_kv_len;
-    if (a->window_left >= 0 && keys > (int64_t)a->window_left + R) keys = (int64_t)a->window_left + R;
-    const int64_t step = (int64_t)(wg / (uint32_t)l.row_words) * loads;
-    int64_t splits = (want + pairs - 1) / pairs;
-    const int64_t most = (keys + step - 1) / step;
-    if (splits > most) splits = most;
-    if (splits < 1) splits = 1;
-    int64_t per = (keys + splits - 1) / splits;
-    per = (per + step - 1) / step * step;
-    l.splits = (int32_t)splits;
-    l.keys_per_split = (int32_t)(per > 0 ? per : step);
-    return l;
-}
+/** qattn_decode_read's arguments and grid (splits, kv heads, requests), the
+ *  same on every GPU backend: workgroups of `wg` lanes, QATTN_READ_GROUPS_PER_CU
+ *  of them per compute unit; a lane reads one 16-byte chunk of a key's K
+ *  and V rows, `loads` keys in flight; each split a whole number of steps
+ *  of keys over the visible range of max_kv_len (the last split runs to
+ *  the request's end). `sum` is the device address of the u32 result.
+ *  Fails only with QATTN_ERR_ALIGNMENT (k_cache/v_cache not 16-byte
+ *  aligned), writing nothing. */
+QATTN_API qattn_status qattn_decode_read_args_of(const qattn_decode_args *a, qattn_address_fn address, uint64_t sum,
+                                                 uint32_t compute_units, uint32_t wg, uint32_t loads,
+                                                 qattn_decode_read_args *out, uint32_t grid[3], char *why,
+                                                 size_t why_size);
 
 #ifdef __cplusplus
 }
