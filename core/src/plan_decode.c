@@ -23,7 +23,8 @@
  * Splits: enough workgroups to keep every compute unit busy with several
  * (their loads overlap), but at least MIN_SPLIT_KEYS keys each, so a
  * workgroup's fixed costs (q staging, partial writes) stay small against
- * its reading.
+ * its reading, and no more than splits of LONG_SPLIT_KEYS once a few
+ * workgroups per compute unit exist (the merge's cost grows with splits).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,6 +39,8 @@
 #define MAX_BLOCK_ROWS 16  /* query rows per workgroup: the largest matrix N */
 #define MIN_SPLIT_KEYS 128 /* keys per split at least (8 tiles) */
 #define WG_PER_CU 32       /* stage-1 workgroups to aim for per compute unit (measured: more hide more latency) */
+#define LONG_SPLIT_KEYS 512 /* a split this long needs no further splitting ... */
+#define MIN_WG_PER_CU 4     /* ... while the device keeps this many workgroups per compute unit */
 #define MERGE_WG 256
 #define MERGE_DIMS 32      /* output dims per merge workgroup (its threads split the splits) */
 #define MAX_GRID 65535     /* Vulkan's guaranteed maxComputeWorkGroupCount */
@@ -296,6 +299,14 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
         const int64_t cu = caps->compute_units > 0 ? caps->compute_units : 1;
         const int64_t units = B * blocks;
         splits = (cu * WG_PER_CU + units - 1) / units;
+        /* Few requests: each split adds partials that the merge of a row
+         * reads one after another, so once splits hold LONG_SPLIT_KEYS keys
+         * and every compute unit has MIN_WG_PER_CU workgroups, more splits
+         * cost more than they hide (docs/perf_decode_notes.md: B1 32K was
+         * fastest at about 512 workgroups on 132 SMs). */
+        int64_t enough = L / LONG_SPLIT_KEYS;
+        if (enough < (cu * MIN_WG_PER_CU + units - 1) / units) enough = (cu * MIN_WG_PER_CU + units - 1) / units;
+        if (splits > enough) splits = enough;
         const int64_t by_len = L / MIN_SPLIT_KEYS;
         if (splits > by_len) splits = by_len;
         if (splits > QATTN_MAX_SPLITS) splits = QATTN_MAX_SPLITS;
