@@ -21,6 +21,7 @@
 #include "qattn/qattn.h"
 
 #include "fake_devices.h"
+#include "qt_sizes.h"
 #include "test_ctx.h"
 
 /* ---- memory whose end is followed by a page that faults ---------------- */
@@ -260,21 +261,19 @@ static void test_struct_arguments(void **state) {
         {&out, past_size, 1, "o.size", "opts_v2", "versions[0].bytes: 17 is outside"},
         {&out, no_size, 1, "o.size", "opts_v2", "versions[0].bytes: 7 is outside"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-        memset(&out, 0x5A, sizeof out);
-        err[0] = '\0';
-        assert_int_equal(qattn_struct_read(bad[i].dst, &in, bad[i].v, bad[i].n, bad[i].size_arg, bad[i].type,
-                                           NULL, err, sizeof err),
-                         QATTN_ERR_INVALID_ARGUMENT);
-        assert_true(has(err, bad[i].says));
-        assert_true(bytes_are(&out, sizeof out, 0x5A));
-        err[0] = '\0';
-        assert_int_equal(qattn_struct_write(bad[i].dst, &in, bad[i].v, bad[i].n, bad[i].size_arg, bad[i].type,
-                                            NULL, err, sizeof err),
-                         QATTN_ERR_INVALID_ARGUMENT);
-        assert_true(has(err, bad[i].says));
-        assert_true(bytes_are(&out, sizeof out, 0x5A));
-    }
+    qattn_status (*const call[2])(void *, const void *, const qattn_struct_version *, int, const char *,
+                                  const char *, const char *, char *, size_t) = {qattn_struct_read,
+                                                                                 qattn_struct_write};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
+        for (int c = 0; c < 2; ++c) {
+            memset(&out, 0x5A, sizeof out);
+            err[0] = '\0';
+            assert_int_equal(call[c](bad[i].dst, &in, bad[i].v, bad[i].n, bad[i].size_arg, bad[i].type, NULL, err,
+                                     sizeof err),
+                             QATTN_ERR_INVALID_ARGUMENT);
+            assert_true(has(err, bad[i].says));
+            assert_true(bytes_are(&out, sizeof out, 0x5A));
+        }
     /* err may be NULL. */
     assert_int_equal(qattn_struct_read(NULL, &in, VERSIONS, 2, "o.size", "opts_v2", NULL, NULL, 0),
                      QATTN_ERR_INVALID_ARGUMENT);
@@ -347,23 +346,6 @@ static void mqa_case_free(qattn_context *ctx, mqa_case *c) {
     for (int i = 0; i < c->n; ++i) qattn_buffer_free(ctx, c->b[i]);
 }
 
-/* The sizes every call must refuse, given the struct's sizeof: 0, one that
- * covers only the size member, one byte short, and larger ones. */
-typedef struct bad_size {
-    size_t size;
-    const char *says; /* in the message */
-} bad_size;
-
-static int bad_sizes(size_t full, bad_size *out) {
-    int n = 0;
-    out[n++] = (bad_size){0, "options.size is 0: set it to sizeof("};
-    out[n++] = (bad_size){sizeof(size_t), "is below the first"};
-    out[n++] = (bad_size){full - 1, "is below the first"};
-    out[n++] = (bad_size){full + 8, "is above this library's sizeof("};
-    out[n++] = (bad_size){SIZE_MAX, "is above this library's sizeof("};
-    return n;
-}
-
 static void test_context_options(void **state) {
     (void)state;
     char err[512];
@@ -382,8 +364,8 @@ static void test_context_options(void **state) {
                      QATTN_ERR_BACKEND_UNAVAILABLE);
     o.device = NULL;
 
-    bad_size bad[8];
-    const int n = bad_sizes(sizeof o, bad);
+    qt_refused_size bad[QT_REFUSED_SIZES];
+    const int n = qt_refused_sizes(sizeof o, bad);
     for (int i = 0; i < n; ++i) {
         o.size = bad[i].size;
         ctx = (qattn_context *)1;
@@ -392,6 +374,7 @@ static void test_context_options(void **state) {
                          QATTN_ERR_INVALID_ARGUMENT);
         assert_null(ctx);
         assert_true(has(err, bad[i].says));
+        assert_true(has(err, "options.size"));
         assert_true(has(err, "qattn_context_options"));
         assert_true(has(err, "QATTN_CONTEXT_OPTIONS_INIT"));
     }
@@ -449,14 +432,15 @@ static void test_decode_options(void **state) {
     assert_int_equal(qattn_decode_plan_compute(&caps, &c.a, at, &p, err, sizeof err), QATTN_OK);
     assert_int_equal(p.num_splits, 3);
 
-    bad_size bad[8];
-    const int n = bad_sizes(sizeof o, bad);
+    qt_refused_size bad[QT_REFUSED_SIZES];
+    const int n = qt_refused_sizes(sizeof o, bad);
     for (int i = 0; i < n; ++i) {
         o.size = bad[i].size;
         memset(&p, QT_POISON, sizeof p);
         assert_int_equal(qattn_decode_plan_create(ctx, &c.a, &o, &p), QATTN_ERR_INVALID_ARGUMENT);
         const char *e = qattn_last_error(ctx);
         assert_true(has(e, bad[i].says));
+        assert_true(has(e, "options.size"));
         assert_true(has(e, "qattn_decode_options"));
         assert_true(has(e, "QATTN_DECODE_OPTIONS_INIT"));
         assert_true(plan_untouched(&p, sizeof p));
@@ -502,14 +486,15 @@ static void test_mqa_logits_options(void **state) {
     assert_int_equal(qattn_mqa_logits_plan_compute(&caps, &c.a, at, &p, err, sizeof err), QATTN_OK);
     assert_int_equal(p.variant, QATTN_MQA_DIRECT);
 
-    bad_size bad[8];
-    const int n = bad_sizes(sizeof o, bad);
+    qt_refused_size bad[QT_REFUSED_SIZES];
+    const int n = qt_refused_sizes(sizeof o, bad);
     for (int i = 0; i < n; ++i) {
         o.size = bad[i].size;
         memset(&p, QT_POISON, sizeof p);
         assert_int_equal(qattn_mqa_logits_plan_create(ctx, &c.a, &o, &p), QATTN_ERR_INVALID_ARGUMENT);
         const char *e = qattn_last_error(ctx);
         assert_true(has(e, bad[i].says));
+        assert_true(has(e, "options.size"));
         assert_true(has(e, "qattn_mqa_logits_options"));
         assert_true(has(e, "QATTN_MQA_LOGITS_OPTIONS_INIT"));
         assert_true(plan_untouched(&p, sizeof p));

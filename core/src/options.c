@@ -134,35 +134,40 @@ static int version_of(size_t size, const qattn_struct_version *v, int n, const c
     return -1;
 }
 
+/* Both directions: the caller's struct is src (read: dst gets the defaults
+ * first, NULL src keeps them) or dst (write); its size picks the version
+ * whose fields are copied. The size member itself is never copied. */
+static qattn_status copy_version(void *dst, const void *src, int callers_is_dst, const qattn_struct_version *v,
+                                 int n, const char *size_arg, const char *type, const char *init, char *err,
+                                 size_t err_size) {
+    qattn_status s = check_call(dst, v, n, size_arg, type, err, err_size);
+    if (s != QATTN_OK) return s;
+    if (!callers_is_dst) {
+        const size_t full = v[n - 1].size;
+        memset(dst, 0, full);
+        memcpy(dst, &full, sizeof full);
+        if (!src) return QATTN_OK;
+    } else if (!src) {
+        return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "src: NULL");
+    }
+    size_t size;
+    memcpy(&size, callers_is_dst ? dst : src, sizeof size);
+    const int i = version_of(size, v, n, size_arg, type, init, err, err_size);
+    if (i < 0) return QATTN_ERR_INVALID_ARGUMENT;
+    memcpy((char *)dst + sizeof size, (const char *)src + sizeof size, v[i].bytes - sizeof size);
+    return QATTN_OK;
+}
+
 qattn_status qattn_struct_read(void *dst, const void *src, const qattn_struct_version *versions, int n_versions,
                                const char *size_arg, const char *type, const char *init, char *err,
                                size_t err_size) {
-    qattn_status s = check_call(dst, versions, n_versions, size_arg, type, err, err_size);
-    if (s != QATTN_OK) return s;
-    const size_t full = versions[n_versions - 1].size;
-    memset(dst, 0, full);
-    memcpy(dst, &full, sizeof full);
-    if (!src) return QATTN_OK;
-    size_t size;
-    memcpy(&size, src, sizeof size);
-    const int i = version_of(size, versions, n_versions, size_arg, type, init, err, err_size);
-    if (i < 0) return QATTN_ERR_INVALID_ARGUMENT;
-    memcpy((char *)dst + sizeof size, (const char *)src + sizeof size, versions[i].bytes - sizeof size);
-    return QATTN_OK;
+    return copy_version(dst, src, 0, versions, n_versions, size_arg, type, init, err, err_size);
 }
 
 qattn_status qattn_struct_write(void *dst, const void *src, const qattn_struct_version *versions,
                                 int n_versions, const char *size_arg, const char *type, const char *init,
                                 char *err, size_t err_size) {
-    qattn_status s = check_call(dst, versions, n_versions, size_arg, type, err, err_size);
-    if (s != QATTN_OK) return s;
-    if (!src) return qattn__err(err, err_size, QATTN_ERR_INVALID_ARGUMENT, "src: NULL");
-    size_t size;
-    memcpy(&size, dst, sizeof size);
-    const int i = version_of(size, versions, n_versions, size_arg, type, init, err, err_size);
-    if (i < 0) return QATTN_ERR_INVALID_ARGUMENT;
-    memcpy((char *)dst + sizeof size, (const char *)src + sizeof size, versions[i].bytes - sizeof size);
-    return QATTN_OK;
+    return copy_version(dst, src, 1, versions, n_versions, size_arg, type, init, err, err_size);
 }
 
 /* ---- the core's option structs ----------------------------------------- */
