@@ -365,15 +365,6 @@ qattn_status qattn_vk_create(const qattn_context_options *options, void **be, ch
 qattn_status qattn_vk_import(const qattn_vulkan_device *d, const qattn_context_options *options, void **be,
                              char *err, size_t err_size) {
     *be = NULL;
-    if (!d) {
-        snprintf(err, err_size, "device: NULL");
-        return QATTN_ERR_INVALID_ARGUMENT;
-    }
-    if (d->size != sizeof *d) { /* one version so far; larger is a newer header */
-        snprintf(err, err_size, "device->size: %zu, want sizeof(qattn_vulkan_device) = %zu", d->size,
-                 sizeof(qattn_vulkan_device));
-        return QATTN_ERR_INVALID_ARGUMENT;
-    }
     const char *null_field = !d->instance ? "instance" : !d->physical_device ? "physical_device"
                            : !d->device ? "device" : NULL;
     if (null_field) {

@@ -1,7 +1,10 @@
 /* The embedding calls of qattn/vulkan.h: a context on the caller's device,
  * recording into the caller's command buffer, warm-up and the pipeline
  * cache. Each finds the context's backend instance through the core and
- * reports failures into the context's last error. */
+ * reports failures into the context's last error. The structs of vulkan.h
+ * that carry a size pass the core's reader (qattn_struct_read/_write) with
+ * their version tables below, so no call reads or writes past the caller's
+ * version. */
 #define _POSIX_C_SOURCE 200809L /* open flags, fstat */
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,6 +14,86 @@
 #include <unistd.h>
 
 #include "vk_internal.h"
+
+/* ---- the versions of vulkan.h's sized structs ---------------------------- */
+/* Each struct as its first version declared it. A later version appends
+ * fields to the public struct, a frozen copy of itself here and its row in
+ * the table; the checks fail the build when the public struct changes in any
+ * other way. */
+typedef struct {
+    size_t size;
+    VkInstance instance;
+    VkPhysicalDevice physical_device;
+    VkDevice device;
+    uint32_t queue_family;
+    uint32_t queue_index;
+    const void *enabled_features_chain;
+    const void *enabled_features_10;
+    const char *const *enabled_extensions;
+    uint32_t enabled_extension_count;
+    void (*(*get_instance_proc_addr)(VkInstance instance, const char *name))(void);
+} vulkan_device_v1;
+
+typedef struct {
+    size_t size;
+    const qattn_decode_plan *decode_plans;
+    size_t n_decode_plans;
+    const qattn_mqa_logits_plan *mqa_plans;
+    size_t n_mqa_plans;
+    uint32_t kv_store_dtypes;
+} warmup_set_v1;
+
+typedef struct {
+    size_t size;
+    uint64_t created;
+    uint64_t cache_hits;
+    uint64_t compiled;
+    uint64_t no_feedback;
+    double create_ms;
+} pipeline_stats_v1;
+
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, size);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, instance);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, physical_device);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, device);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, queue_family);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, queue_index);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, enabled_features_chain);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, enabled_features_10);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, enabled_extensions);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, enabled_extension_count);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_device, vulkan_device_v1, get_instance_proc_addr);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_warmup_set, warmup_set_v1, size);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_warmup_set, warmup_set_v1, decode_plans);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_warmup_set, warmup_set_v1, n_decode_plans);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_warmup_set, warmup_set_v1, mqa_plans);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_warmup_set, warmup_set_v1, n_mqa_plans);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_warmup_set, warmup_set_v1, kv_store_dtypes);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_pipeline_stats, pipeline_stats_v1, size);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_pipeline_stats, pipeline_stats_v1, created);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_pipeline_stats, pipeline_stats_v1, cache_hits);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_pipeline_stats, pipeline_stats_v1, compiled);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_pipeline_stats, pipeline_stats_v1, no_feedback);
+QATTN_STRUCT_SAME_FIELD(qattn_vulkan_pipeline_stats, pipeline_stats_v1, create_ms);
+
+static const qattn_struct_version device_versions[] = {
+    {sizeof(vulkan_device_v1), QATTN_STRUCT_END(vulkan_device_v1, get_instance_proc_addr)},
+};
+static const qattn_struct_version warmup_set_versions[] = {
+    {sizeof(warmup_set_v1), QATTN_STRUCT_END(warmup_set_v1, kv_store_dtypes)},
+};
+static const qattn_struct_version pipeline_stats_versions[] = {
+    {sizeof(pipeline_stats_v1), QATTN_STRUCT_END(pipeline_stats_v1, create_ms)},
+};
+#define N_VERSIONS(t) ((int)(sizeof(t) / sizeof((t)[0])))
+
+/* The newest row of each table is this build's struct. */
+_Static_assert(sizeof(qattn_vulkan_device) == sizeof(vulkan_device_v1),
+               "qattn_vulkan_device changed: add its version to device_versions");
+_Static_assert(sizeof(qattn_vulkan_warmup_set) == sizeof(warmup_set_v1),
+               "qattn_vulkan_warmup_set changed: add its version to warmup_set_versions");
+_Static_assert(sizeof(qattn_vulkan_pipeline_stats) == sizeof(pipeline_stats_v1),
+               "qattn_vulkan_pipeline_stats changed: add its version to pipeline_stats_versions");
 
 /* The Vulkan instance of ctx, or NULL (with ctx's last error set). */
 static qattn_vk *vk_of(qattn_context *ctx, const char *fn) {
@@ -28,6 +111,17 @@ static qattn_status report(qattn_context *ctx, qattn_status s, const char *fn) {
     return s == QATTN_OK ? s : qattn_context_backend_fail(ctx, s, fn);
 }
 
+/* The end of a call that fills a struct the caller sized (out->size): the
+ * fields of the caller's version from `full`, this build's struct; nothing
+ * when the size is refused. */
+static qattn_status give(qattn_context *ctx, qattn_vk *vk, const char *fn, void *out, const void *full,
+                         const qattn_struct_version *versions, int n, const char *type) {
+    return report(ctx,
+                  qattn_struct_write(out, full, versions, n, "out->size", type, NULL, vk->message,
+                                     sizeof vk->message),
+                  fn);
+}
+
 qattn_status qattn_vulkan_context_create(const qattn_vulkan_device *device,
                                          const qattn_context_options *options, qattn_context **out,
                                          char *err, size_t err_size) {
@@ -42,12 +136,20 @@ qattn_status qattn_vulkan_context_create(const qattn_vulkan_device *device,
         snprintf(err, err_size, "out: NULL");
         return QATTN_ERR_INVALID_ARGUMENT;
     }
-    qattn_context_options opt; /* the import reads this build's layout only */
+    qattn_context_options opt; /* the import reads this build's layouts only */
     qattn_status s = qattn_context_options_copy(options, &opt, err, err_size);
+    if (s != QATTN_OK) return s;
+    if (!device) {
+        snprintf(err, err_size, "device: NULL");
+        return QATTN_ERR_INVALID_ARGUMENT;
+    }
+    qattn_vulkan_device dev;
+    s = qattn_struct_read(&dev, device, device_versions, N_VERSIONS(device_versions), "device->size",
+                          "qattn_vulkan_device", NULL, err, err_size);
     if (s != QATTN_OK) return s;
     void *be = NULL;
     char why[1024] = "";
-    s = qattn_vk_import(device, &opt, &be, why, sizeof why);
+    s = qattn_vk_import(&dev, &opt, &be, why, sizeof why);
     if (s != QATTN_OK) {
         snprintf(err, err_size, "vulkan backend: %s", why[0] ? why : qattn_status_text(s));
         return s;
@@ -60,21 +162,16 @@ qattn_status qattn_vulkan_get_device(qattn_context *ctx, qattn_vulkan_device *ou
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
     if (!out) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "out: NULL"), fn);
-    if (out->size != sizeof *out) /* one version so far; larger is a newer header */
-        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
-                                         "out->size: %zu, want sizeof(qattn_vulkan_device) = %zu",
-                                         out->size, sizeof *out),
-                      fn);
-    const size_t size = out->size;
-    memset(out, 0, sizeof *out);
-    out->size = size;
-    out->instance = vk->instance;
-    out->physical_device = vk->phys;
-    out->device = vk->device;
-    out->queue_family = vk->queue_family;
-    out->queue_index = vk->queue_index;
-    out->get_instance_proc_addr = (void (*(*)(VkInstance, const char *))(void))vk->vki.vkGetInstanceProcAddr;
-    return QATTN_OK;
+    qattn_vulkan_device d;
+    memset(&d, 0, sizeof d);
+    d.size = sizeof d;
+    d.instance = vk->instance;
+    d.physical_device = vk->phys;
+    d.device = vk->device;
+    d.queue_family = vk->queue_family;
+    d.queue_index = vk->queue_index;
+    d.get_instance_proc_addr = (void (*(*)(VkInstance, const char *))(void))vk->vki.vkGetInstanceProcAddr;
+    return give(ctx, vk, fn, out, &d, device_versions, N_VERSIONS(device_versions), "qattn_vulkan_device");
 }
 
 qattn_status qattn_vulkan_record_begin(qattn_context *ctx, VkCommandBuffer cmd) {
@@ -176,16 +273,17 @@ static qattn_status warm_kv_store(qattn_vk *vk, warm_buffer *w, qattn_dtype dt) 
     return qattn_vk_kv_store(vk, &a);
 }
 
-qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_set *set) {
+qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_set *caller_set) {
     static const char fn[] = "qattn_vulkan_warmup";
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
-    if (!set) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "set: NULL"), fn);
-    if (set->size != sizeof *set) /* one version so far; larger is a newer header */
-        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
-                                         "set->size: %zu, want sizeof(qattn_vulkan_warmup_set) = %zu",
-                                         set->size, sizeof *set),
-                      fn);
+    if (!caller_set) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "set: NULL"), fn);
+    qattn_vulkan_warmup_set copy; /* what follows reads this build's layout only */
+    qattn_status rs = qattn_struct_read(&copy, caller_set, warmup_set_versions, N_VERSIONS(warmup_set_versions),
+                                        "set->size", "qattn_vulkan_warmup_set", NULL, vk->message,
+                                        sizeof vk->message);
+    if (rs != QATTN_OK) return report(ctx, rs, fn);
+    const qattn_vulkan_warmup_set *set = &copy;
     if ((set->n_decode_plans && !set->decode_plans) || (set->n_mqa_plans && !set->mqa_plans))
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "set: %s NULL with a count > 0",
                                          set->n_decode_plans && !set->decode_plans ? "decode_plans"
@@ -379,15 +477,8 @@ qattn_status qattn_vulkan_pipeline_stats_get(qattn_context *ctx, qattn_vulkan_pi
     qattn_vk *vk = vk_of(ctx, fn);
     if (!vk) return QATTN_ERR_INVALID_ARGUMENT;
     if (!out) return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT, "out: NULL"), fn);
-    if (out->size != sizeof *out) /* one version so far; larger is a newer header */
-        return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
-                                         "out->size: %zu, want sizeof(qattn_vulkan_pipeline_stats) = %zu",
-                                         out->size, sizeof *out),
-                      fn);
-    out->created = vk->n_created;
-    out->cache_hits = vk->n_cache_hits;
-    out->compiled = vk->n_compiled;
-    out->no_feedback = vk->n_no_feedback;
-    out->create_ms = vk->create_ms;
-    return QATTN_OK;
+    const qattn_vulkan_pipeline_stats st = {sizeof st, vk->n_created, vk->n_cache_hits,
+                                            vk->n_compiled, vk->n_no_feedback, vk->create_ms};
+    return give(ctx, vk, fn, out, &st, pipeline_stats_versions, N_VERSIONS(pipeline_stats_versions),
+                "qattn_vulkan_pipeline_stats");
 }

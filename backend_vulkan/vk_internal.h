@@ -275,7 +275,8 @@ qattn_status qattn_vk_read_caps(qattn_vk *vk, const qattn_vk_offer *o, const qat
 qattn_status qattn_vk_create(const qattn_context_options *options, void **be, char *err,
                              size_t err_size);
 /* A context on the caller's instance/device/queue (qattn_vulkan_context_create):
- * checks the enabled features, never destroys the imported objects. */
+ * checks the enabled features, never destroys the imported objects. `device`
+ * is that call's copy in this build's layout (never NULL). */
 qattn_status qattn_vk_import(const qattn_vulkan_device *device, const qattn_context_options *options,
                              void **be, char *err, size_t err_size);
 void qattn_vk_destroy(void *be);

@@ -2,8 +2,9 @@
  * that takes one accepts NULL and the sizeof of each version, refuses any
  * other size with QATTN_ERR_INVALID_ARGUMENT naming options.size and the
  * struct, writes nothing when it refuses, and reads no byte past the
- * caller's size. The reading itself (core/src/options.h) is also driven
- * with layouts of two versions, since this release has only one. */
+ * caller's size. The reader itself (qattn_struct_read/_write of
+ * qattn/backend.h) is also driven with a table of two versions, since this
+ * release has only one. */
 #define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS, sysconf, setenv */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,7 +21,7 @@
 #include "qattn/qattn.h"
 
 #include "fake_devices.h"
-#include "options.h" /* core/src: the reading, header-only */
+#include "qt_sizes.h"
 #include "test_ctx.h"
 
 /* ---- memory whose end is followed by a page that faults ---------------- */
@@ -52,6 +53,14 @@ static void guarded_unmap(guarded *g) { munmap(g->base, 2 * g->page); }
 
 static int has(const char *text, const char *part) { return strstr(text, part) != NULL; }
 
+/* Whether all n bytes at p are `byte`. */
+static int bytes_are(const void *p, size_t n, unsigned char byte) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; ++i)
+        if (b[i] != byte) return 0;
+    return 1;
+}
+
 /* ---- the macros ----------------------------------------------------------- */
 
 static void test_init_macros(void **state) {
@@ -76,9 +85,9 @@ static void test_init_macros(void **state) {
     assert_int_equal(offsetof(qattn_mqa_logits_options, size), 0);
 }
 
-/* ---- the reading, with two versions of a made-up struct ------------------ */
-/* v2 puts a field in v1's tail padding: a v1 caller's padding must not be
- * read as it. */
+/* ---- the reader, with two versions of a made-up struct ------------------- */
+/* v2 puts a field in v1's tail padding: a v1 caller's padding must be
+ * neither read as it nor written. */
 typedef struct opts_v1 {
     size_t size;
     int32_t a;
@@ -89,17 +98,40 @@ typedef struct opts_v2 {
     int32_t b; /* where v1 has padding */
     int64_t c;
 } opts_v2;
-static const qattn__options_layout LAYOUTS[] = {
-    {sizeof(opts_v1), offsetof(opts_v1, a) + sizeof(int32_t)},
-    {sizeof(opts_v2), sizeof(opts_v2)},
+static const qattn_struct_version VERSIONS[] = {
+    {sizeof(opts_v1), QATTN_STRUCT_END(opts_v1, a)},
+    {sizeof(opts_v2), QATTN_STRUCT_END(opts_v2, c)},
 };
 
-static void test_copy_versions(void **state) {
+/* Sizes the reader refuses, with the words of their message. */
+static const struct {
+    size_t size;
+    const char *says;
+} REFUSED[] = {
+    {0, "opts->size is 0: set it to sizeof(opts_v2)"},
+    {sizeof(size_t), "opts->size: 8 is below the first opts_v2's 16 bytes: set it to sizeof(opts_v2)"},
+    {sizeof(opts_v1) - 1, "opts->size: 15 is below the first opts_v2's 16 bytes"},
+    {sizeof(opts_v1) + 4, "opts->size: 20 is the sizeof of no version of opts_v2: set it to sizeof(opts_v2)"},
+    {sizeof(opts_v2) + 1, "opts->size: 25 is above this library's sizeof(opts_v2) = 24"},
+    {SIZE_MAX, "is above this library's sizeof(opts_v2) = 24 (a header newer than the library?)"},
+};
+_Static_assert(sizeof(size_t) == 8 && sizeof(opts_v1) == 16 && sizeof(opts_v2) == 24,
+               "REFUSED's messages name the sizes of a 64-bit build");
+#define N_REFUSED ((int)(sizeof REFUSED / sizeof REFUSED[0]))
+
+static qattn_status read_opts(opts_v2 *dst, const void *src, const char *init, char *err) {
+    return qattn_struct_read(dst, src, VERSIONS, 2, "opts->size", "opts_v2", init, err, 256);
+}
+
+static qattn_status write_opts(void *dst, const opts_v2 *src, const char *init, char *err) {
+    return qattn_struct_write(dst, src, VERSIONS, 2, "opts->size", "opts_v2", init, err, 256);
+}
+
+static void test_struct_read(void **state) {
     (void)state;
-    assert_true(sizeof(opts_v1) > offsetof(opts_v1, a) + sizeof(int32_t)); /* v1 has tail padding */
     guarded g = guarded_map();
     opts_v2 out;
-    size_t got = 0;
+    char err[256];
 
     /* A v1 caller: its field is read, v2's are zero, its padding is not
      * read (poisoned here), and nothing past its size (the guard page). */
@@ -111,7 +143,7 @@ static void test_copy_versions(void **state) {
     memcpy(v1 + offsetof(opts_v1, a), &a, sizeof a);
     const void *src = guarded_put(&g, v1, sizeof v1);
     memset(&out, 0x5A, sizeof out);
-    assert_int_equal(qattn__options_copy(&out, src, LAYOUTS, 2, &got), QATTN__OPTIONS_OK);
+    assert_int_equal(read_opts(&out, src, "OPTS_INIT", err), QATTN_OK);
     assert_int_equal(out.size, sizeof(opts_v2));
     assert_int_equal(out.a, 7);
     assert_int_equal(out.b, 0);
@@ -120,41 +152,131 @@ static void test_copy_versions(void **state) {
     /* A v2 caller: every field. */
     opts_v2 in2 = {sizeof(opts_v2), 1, 2, 3};
     src = guarded_put(&g, &in2, sizeof in2);
-    assert_int_equal(qattn__options_copy(&out, src, LAYOUTS, 2, &got), QATTN__OPTIONS_OK);
+    assert_int_equal(read_opts(&out, src, "OPTS_INIT", err), QATTN_OK);
     assert_int_equal(out.a, 1);
     assert_int_equal(out.b, 2);
     assert_int_equal(out.c, 3);
 
     /* NULL: the defaults, with the newest size. */
     memset(&out, 0x5A, sizeof out);
-    assert_int_equal(qattn__options_copy(&out, NULL, LAYOUTS, 2, &got), QATTN__OPTIONS_OK);
+    assert_int_equal(read_opts(&out, NULL, "OPTS_INIT", err), QATTN_OK);
     assert_int_equal(out.size, sizeof(opts_v2));
     assert_int_equal(out.a | out.b, 0);
     assert_int_equal(out.c, 0);
 
     /* Refused sizes, read from a lone size_t at the end of the page: only
-     * the size is read, and the output holds the defaults. */
-    const struct {
-        size_t size;
-        qattn__options_size want;
-    } bad[] = {
-        {0, QATTN__OPTIONS_ZERO},
-        {sizeof(size_t), QATTN__OPTIONS_SMALL},
-        {sizeof(opts_v1) - 1, QATTN__OPTIONS_SMALL},
-        {sizeof(opts_v1) + 4, QATTN__OPTIONS_BETWEEN},
-        {sizeof(opts_v2) + 1, QATTN__OPTIONS_LARGE},
-        {SIZE_MAX, QATTN__OPTIONS_LARGE},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-        src = guarded_put(&g, &bad[i].size, sizeof(size_t));
-        memset(&out, 0x5A, sizeof out);
-        assert_int_equal(qattn__options_copy(&out, src, LAYOUTS, 2, &got), bad[i].want);
-        assert_int_equal(got, bad[i].size);
-        assert_int_equal(out.size, sizeof(opts_v2));
-        assert_int_equal(out.a | out.b, 0);
-        assert_int_equal(out.c, 0);
+     * the size is read, the output holds the defaults, and the message
+     * names the size, the struct and what sets it (the INIT macro when
+     * there is one, sizeof alone otherwise). */
+    for (int i = 0; i < N_REFUSED; ++i) {
+        src = guarded_put(&g, &REFUSED[i].size, sizeof(size_t));
+        for (int with_init = 0; with_init < 2; ++with_init) {
+            memset(&out, 0x5A, sizeof out);
+            err[0] = '\0';
+            assert_int_equal(read_opts(&out, src, with_init ? "OPTS_INIT" : NULL, err),
+                             QATTN_ERR_INVALID_ARGUMENT);
+            assert_true(has(err, REFUSED[i].says));
+            assert_int_equal(has(err, "(OPTS_INIT does)"), with_init);
+            assert_int_equal(out.size, sizeof(opts_v2));
+            assert_int_equal(out.a | out.b, 0);
+            assert_int_equal(out.c, 0);
+        }
     }
     guarded_unmap(&g);
+}
+
+static void test_struct_write(void **state) {
+    (void)state;
+    guarded g = guarded_map();
+    const opts_v2 full = {sizeof(opts_v2), 1, 2, 3};
+    char err[256];
+
+    /* A v1 caller's struct ends where writable memory ends: its field is
+     * written, its size and padding (where v2 has b) are not. */
+    unsigned char v1[sizeof(opts_v1)];
+    memset(v1, 0xEE, sizeof v1);
+    const size_t s1 = sizeof(opts_v1);
+    memcpy(v1, &s1, sizeof s1);
+    unsigned char *dst = guarded_put(&g, v1, sizeof v1);
+    assert_int_equal(write_opts(dst, &full, NULL, err), QATTN_OK);
+    int32_t a = 0;
+    memcpy(&a, dst + offsetof(opts_v1, a), sizeof a);
+    assert_int_equal(a, 1);
+    assert_memory_equal(dst, &s1, sizeof s1);
+    for (size_t i = QATTN_STRUCT_END(opts_v1, a); i < sizeof(opts_v1); ++i) assert_int_equal(dst[i], 0xEE);
+
+    /* A v2 caller: every field, its size kept. */
+    opts_v2 o2;
+    memset(&o2, 0, sizeof o2);
+    o2.size = sizeof o2;
+    opts_v2 *at = guarded_put(&g, &o2, sizeof o2);
+    assert_int_equal(write_opts(at, &full, NULL, err), QATTN_OK);
+    assert_int_equal(at->size, sizeof(opts_v2));
+    assert_int_equal(at->a, 1);
+    assert_int_equal(at->b, 2);
+    assert_int_equal(at->c, 3);
+
+    /* Refused sizes, in a lone size_t at the end of the page: the same
+     * messages as the read, and nothing written (a write past the size
+     * faults; the size itself is compared). */
+    for (int i = 0; i < N_REFUSED; ++i) {
+        size_t *lone = guarded_put(&g, &REFUSED[i].size, sizeof(size_t));
+        err[0] = '\0';
+        assert_int_equal(write_opts(lone, &full, "OPTS_INIT", err), QATTN_ERR_INVALID_ARGUMENT);
+        assert_true(has(err, REFUSED[i].says));
+        assert_true(has(err, "(OPTS_INIT does)"));
+        assert_true(*lone == REFUSED[i].size);
+    }
+    /* No source: refused, nothing written. */
+    o2.a = 9;
+    at = guarded_put(&g, &o2, sizeof o2);
+    assert_int_equal(write_opts(at, NULL, NULL, err), QATTN_ERR_INVALID_ARGUMENT);
+    assert_true(has(err, "src: NULL"));
+    assert_int_equal(at->a, 9);
+    guarded_unmap(&g);
+}
+
+/* The reader's own arguments: each broken one is named, and nothing is
+ * written to dst. */
+static void test_struct_arguments(void **state) {
+    (void)state;
+    const opts_v2 in = {sizeof(opts_v2), 1, 2, 3};
+    opts_v2 out;
+    char err[256];
+    const qattn_struct_version unordered[] = {VERSIONS[1], VERSIONS[0]};
+    const qattn_struct_version past_size[] = {{sizeof(opts_v1), sizeof(opts_v1) + 1}};
+    const qattn_struct_version no_size[] = {{sizeof(opts_v1), sizeof(size_t) - 1}};
+    const struct {
+        void *dst;
+        const qattn_struct_version *v;
+        int n;
+        const char *size_arg, *type, *says;
+    } bad[] = {
+        {NULL, VERSIONS, 2, "o.size", "opts_v2", "dst: NULL"},
+        {&out, NULL, 2, "o.size", "opts_v2", "versions: NULL"},
+        {&out, VERSIONS, 0, "o.size", "opts_v2", "n_versions: 0"},
+        {&out, VERSIONS, 2, NULL, "opts_v2", "size_arg: NULL"},
+        {&out, VERSIONS, 2, "o.size", NULL, "type: NULL"},
+        {&out, unordered, 2, "o.size", "opts_v2", "versions[1].size: 16 does not grow past versions[0]'s 24"},
+        {&out, past_size, 1, "o.size", "opts_v2", "versions[0].bytes: 17 is outside"},
+        {&out, no_size, 1, "o.size", "opts_v2", "versions[0].bytes: 7 is outside"},
+    };
+    qattn_status (*const call[2])(void *, const void *, const qattn_struct_version *, int, const char *,
+                                  const char *, const char *, char *, size_t) = {qattn_struct_read,
+                                                                                 qattn_struct_write};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
+        for (int c = 0; c < 2; ++c) {
+            memset(&out, 0x5A, sizeof out);
+            err[0] = '\0';
+            assert_int_equal(call[c](bad[i].dst, &in, bad[i].v, bad[i].n, bad[i].size_arg, bad[i].type, NULL, err,
+                                     sizeof err),
+                             QATTN_ERR_INVALID_ARGUMENT);
+            assert_true(has(err, bad[i].says));
+            assert_true(bytes_are(&out, sizeof out, 0x5A));
+        }
+    /* err may be NULL. */
+    assert_int_equal(qattn_struct_read(NULL, &in, VERSIONS, 2, "o.size", "opts_v2", NULL, NULL, 0),
+                     QATTN_ERR_INVALID_ARGUMENT);
 }
 
 /* ---- the public calls ------------------------------------------------------ */
@@ -224,23 +346,6 @@ static void mqa_case_free(qattn_context *ctx, mqa_case *c) {
     for (int i = 0; i < c->n; ++i) qattn_buffer_free(ctx, c->b[i]);
 }
 
-/* The sizes every call must refuse, given the struct's sizeof: 0, one that
- * covers only the size member, one byte short, and larger ones. */
-typedef struct bad_size {
-    size_t size;
-    const char *says; /* in the message */
-} bad_size;
-
-static int bad_sizes(size_t full, bad_size *out) {
-    int n = 0;
-    out[n++] = (bad_size){0, "options.size is 0: set it to sizeof("};
-    out[n++] = (bad_size){sizeof(size_t), "is below the first"};
-    out[n++] = (bad_size){full - 1, "is below the first"};
-    out[n++] = (bad_size){full + 8, "is above this library's sizeof("};
-    out[n++] = (bad_size){SIZE_MAX, "is above this library's sizeof("};
-    return n;
-}
-
 static void test_context_options(void **state) {
     (void)state;
     char err[512];
@@ -259,8 +364,8 @@ static void test_context_options(void **state) {
                      QATTN_ERR_BACKEND_UNAVAILABLE);
     o.device = NULL;
 
-    bad_size bad[8];
-    const int n = bad_sizes(sizeof o, bad);
+    qt_refused_size bad[QT_REFUSED_SIZES];
+    const int n = qt_refused_sizes(sizeof o, bad);
     for (int i = 0; i < n; ++i) {
         o.size = bad[i].size;
         ctx = (qattn_context *)1;
@@ -269,6 +374,7 @@ static void test_context_options(void **state) {
                          QATTN_ERR_INVALID_ARGUMENT);
         assert_null(ctx);
         assert_true(has(err, bad[i].says));
+        assert_true(has(err, "options.size"));
         assert_true(has(err, "qattn_context_options"));
         assert_true(has(err, "QATTN_CONTEXT_OPTIONS_INIT"));
     }
@@ -301,12 +407,7 @@ static void test_context_options(void **state) {
     guarded_unmap(&g);
 }
 
-static int plan_untouched(const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; ++i)
-        if (b[i] != QT_POISON) return 0;
-    return 1;
-}
+static int plan_untouched(const void *p, size_t n) { return bytes_are(p, n, QT_POISON); }
 
 static void test_decode_options(void **state) {
     (void)state;
@@ -331,14 +432,15 @@ static void test_decode_options(void **state) {
     assert_int_equal(qattn_decode_plan_compute(&caps, &c.a, at, &p, err, sizeof err), QATTN_OK);
     assert_int_equal(p.num_splits, 3);
 
-    bad_size bad[8];
-    const int n = bad_sizes(sizeof o, bad);
+    qt_refused_size bad[QT_REFUSED_SIZES];
+    const int n = qt_refused_sizes(sizeof o, bad);
     for (int i = 0; i < n; ++i) {
         o.size = bad[i].size;
         memset(&p, QT_POISON, sizeof p);
         assert_int_equal(qattn_decode_plan_create(ctx, &c.a, &o, &p), QATTN_ERR_INVALID_ARGUMENT);
         const char *e = qattn_last_error(ctx);
         assert_true(has(e, bad[i].says));
+        assert_true(has(e, "options.size"));
         assert_true(has(e, "qattn_decode_options"));
         assert_true(has(e, "QATTN_DECODE_OPTIONS_INIT"));
         assert_true(plan_untouched(&p, sizeof p));
@@ -384,14 +486,15 @@ static void test_mqa_logits_options(void **state) {
     assert_int_equal(qattn_mqa_logits_plan_compute(&caps, &c.a, at, &p, err, sizeof err), QATTN_OK);
     assert_int_equal(p.variant, QATTN_MQA_DIRECT);
 
-    bad_size bad[8];
-    const int n = bad_sizes(sizeof o, bad);
+    qt_refused_size bad[QT_REFUSED_SIZES];
+    const int n = qt_refused_sizes(sizeof o, bad);
     for (int i = 0; i < n; ++i) {
         o.size = bad[i].size;
         memset(&p, QT_POISON, sizeof p);
         assert_int_equal(qattn_mqa_logits_plan_create(ctx, &c.a, &o, &p), QATTN_ERR_INVALID_ARGUMENT);
         const char *e = qattn_last_error(ctx);
         assert_true(has(e, bad[i].says));
+        assert_true(has(e, "options.size"));
         assert_true(has(e, "qattn_mqa_logits_options"));
         assert_true(has(e, "QATTN_MQA_LOGITS_OPTIONS_INIT"));
         assert_true(plan_untouched(&p, sizeof p));
@@ -413,7 +516,8 @@ static void test_mqa_logits_options(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_init_macros),      cmocka_unit_test(test_copy_versions),
+        cmocka_unit_test(test_init_macros),      cmocka_unit_test(test_struct_read),
+        cmocka_unit_test(test_struct_write),     cmocka_unit_test(test_struct_arguments),
         cmocka_unit_test(test_context_options),  cmocka_unit_test(test_decode_options),
         cmocka_unit_test(test_mqa_logits_options),
     };

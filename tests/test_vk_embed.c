@@ -19,6 +19,7 @@
 #include "qt_step.h"
 #include "qt_vk.h"
 #include "qt_check.h"
+#include "qt_sizes.h"
 
 #define GUARD 256u
 #define GUARD_BYTE 0xA5
@@ -427,6 +428,91 @@ static void test_refusals(qt_vk *v) {
     qattn_context_free(cpu);
 }
 
+/* The sized structs of vulkan.h follow the rule of qattn.h ("option
+ * structs"): every size that is no version's sizeof is refused through
+ * each public call with a message naming the size member, the rule and the
+ * struct, and nothing is done: no context, no byte of an out struct
+ * written, no pipeline warmed. */
+static int names(const char *msg, const char *arg, const char *says, const char *type) {
+    return strstr(msg, arg) && strstr(msg, says) && strstr(msg, type);
+}
+
+/* A call that fills a caller-sized out struct. */
+typedef qattn_status (*fill_fn)(qattn_context *ctx, void *out);
+static qattn_status get_device(qattn_context *ctx, void *out) { return qattn_vulkan_get_device(ctx, out); }
+static qattn_status get_stats(qattn_context *ctx, void *out) { return qattn_vulkan_pipeline_stats_get(ctx, out); }
+
+/* Each refused out->size: the call fails naming it, and no byte of the
+ * caller's struct (`full` bytes, poisoned) changes. */
+static void check_out_refused(qattn_context *ctx, fill_fn fill, size_t full, const char *type) {
+    union {
+        max_align_t align;
+        unsigned char b[256];
+    } out, was;
+    CHECK(full <= sizeof out.b, "%s: %zu bytes, past the test's room", type, full);
+    if (full > sizeof out.b) return;
+    qt_refused_size bad[QT_REFUSED_SIZES];
+    const int n = qt_refused_sizes(full, bad);
+    for (int i = 0; i < n; ++i) {
+        memset(out.b, 0xA5, full);
+        memcpy(out.b, &bad[i].size, sizeof bad[i].size);
+        memcpy(was.b, out.b, full);
+        CHECK(fill(ctx, out.b) == QATTN_ERR_INVALID_ARGUMENT, "%s out->size %zu accepted", type, bad[i].size);
+        const char *e = qattn_last_error(ctx);
+        CHECK(names(e, "out->size", bad[i].says, type), "message: %s", e);
+        CHECK(memcmp(out.b, was.b, full) == 0, "a refused call wrote its %s (size %zu)", type, bad[i].size);
+    }
+}
+
+static void test_struct_sizes(qt_vk *v) {
+    char err[512];
+    qt_refused_size bad[QT_REFUSED_SIZES];
+
+    /* qattn_vulkan_context_create's device (read). */
+    qattn_vulkan_device d = qt_vk_import_desc(v);
+    int n = qt_refused_sizes(sizeof d, bad);
+    for (int i = 0; i < n; ++i) {
+        d.size = bad[i].size;
+        qattn_context *ctx = (qattn_context *)1;
+        err[0] = '\0';
+        CHECK(qattn_vulkan_context_create(&d, NULL, &ctx, err, sizeof err) == QATTN_ERR_INVALID_ARGUMENT && !ctx,
+              "device->size %zu accepted", bad[i].size);
+        CHECK(names(err, "device->size", bad[i].says, "qattn_vulkan_device"), "message: %s", err);
+    }
+
+    qattn_context *ctx = import(v, validation);
+    if (!ctx) return;
+
+    /* The out structs the library fills: the caller's bytes stay. */
+    check_out_refused(ctx, get_device, sizeof(qattn_vulkan_device), "qattn_vulkan_device");
+    check_out_refused(ctx, get_stats, sizeof(qattn_vulkan_pipeline_stats), "qattn_vulkan_pipeline_stats");
+    qattn_vulkan_device got;
+    memset(&got, 0xA5, sizeof got);
+    got.size = sizeof got;
+    CHECK(qattn_vulkan_get_device(ctx, &got) == QATTN_OK && got.size == sizeof got && got.device == d.device &&
+              got.enabled_features_chain == NULL && got.enabled_extension_count == 0,
+          "get_device with sizeof: %s", qattn_last_error(ctx));
+    const uint64_t before = stats_of(ctx).created;
+
+    /* qattn_vulkan_warmup's set (read): a refused set warms nothing; the
+     * same set with its sizeof then makes the KV store's pipeline. */
+    qattn_vulkan_warmup_set set;
+    memset(&set, 0, sizeof set);
+    set.kv_store_dtypes = 1u << QATTN_BF16;
+    n = qt_refused_sizes(sizeof set, bad);
+    for (int i = 0; i < n; ++i) {
+        set.size = bad[i].size;
+        CHECK(qattn_vulkan_warmup(ctx, &set) == QATTN_ERR_INVALID_ARGUMENT, "set->size %zu accepted", bad[i].size);
+        const char *e = qattn_last_error(ctx);
+        CHECK(names(e, "set->size", bad[i].says, "qattn_vulkan_warmup_set"), "message: %s", e);
+    }
+    CHECK(stats_of(ctx).created == before, "a refused warm-up set made pipelines");
+    set.size = sizeof set;
+    CHECK(qattn_vulkan_warmup(ctx, &set) == QATTN_OK, "%s", qattn_last_error(ctx));
+    CHECK(stats_of(ctx).created > before, "the warm-up set with its sizeof made no pipeline");
+    qattn_context_free(ctx);
+}
+
 int main(void) {
     char err[512];
     const char *env = getenv("QATTN_TEST_VALIDATION");
@@ -456,6 +542,7 @@ int main(void) {
     test_cache_reuse(&v, &s, blob, blob_bytes, &first);
     test_own_device_wrap(&s);
     test_refusals(&v);
+    test_struct_sizes(&v);
     free(blob);
     qt_step_free(&s);
     CHECK(v.n_messages == 0, "the validation layer reported %d message(s); first: %s", v.n_messages, v.first_message);

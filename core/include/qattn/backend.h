@@ -138,6 +138,57 @@ QATTN_API qattn_status qattn_context_adopt(const qattn_backend_iface *iface, voi
 QATTN_API qattn_status qattn_context_options_copy(const qattn_context_options *options,
                                                   qattn_context_options *out, char *err,
                                                   size_t err_size);
+/** One released version of a struct that starts with `size_t size` (the
+ *  rule of qattn.h, "option structs"; a backend's own structs such as those
+ *  of qattn/vulkan.h follow it too): `size` is its sizeof, what a caller
+ *  built against that version sets; `bytes` is where its last field ends.
+ *  The bytes in between are that version's tail padding: a later version
+ *  may put a field there, so they are never read from (or written to) a
+ *  caller of the older one. A struct's versions are a table of these in
+ *  ascending `size`, the last one this build's struct. */
+typedef struct qattn_struct_version {
+    size_t size;
+    size_t bytes;
+} qattn_struct_version;
+/** For a struct's version table: a frozen copy V of each released version
+ *  is kept next to it, and QATTN_STRUCT_SAME_FIELD(T, V, f) fails the build
+ *  when field f of this build's struct T moved or changed size (fields are
+ *  only ever appended); QATTN_STRUCT_END(V, f) is where V's last field f
+ *  ends, the `bytes` of V's row. */
+#ifdef __cplusplus
+#define QATTN_STRUCT_STATIC_ASSERT_ static_assert
+#else
+#define QATTN_STRUCT_STATIC_ASSERT_ _Static_assert
+#endif
+#define QATTN_STRUCT_SAME_FIELD(T, V, f)                                                   \
+    QATTN_STRUCT_STATIC_ASSERT_(offsetof(T, f) == offsetof(V, f) &&                        \
+                                    sizeof(((T *)0)->f) == sizeof(((V *)0)->f),            \
+                                #T "." #f " moved: fields are only ever appended")
+#define QATTN_STRUCT_END(V, f) (offsetof(V, f) + sizeof(((V *)0)->f))
+/** Reads the caller's struct `src` (NULL = all defaults) into `dst`, a
+ *  struct of this build's layout (versions[n_versions - 1]): dst gets every
+ *  field of the caller's version, zero for the fields of later versions,
+ *  and this build's size. No byte of src past the caller's last field is
+ *  read. A size that is no version's sizeof (0, below the first one's,
+ *  above this build's, or in between) returns QATTN_ERR_INVALID_ARGUMENT
+ *  with a message in err (may be NULL) that names `size_arg` (how the
+ *  caller spells the size member: "options.size", "device->size"), `type`
+ *  and what sets the size: `init` (its _INIT macro), or sizeof(type) when
+ *  init is NULL; dst then holds the defaults (zeros and its size). A NULL
+ *  dst, versions, size_arg or type, or a table that breaks the rule above,
+ *  is refused the same way and nothing is written. */
+QATTN_API qattn_status qattn_struct_read(void *dst, const void *src, const qattn_struct_version *versions,
+                                         int n_versions, const char *size_arg, const char *type,
+                                         const char *init, char *err, size_t err_size);
+/** The other direction, for a struct the library fills and the caller
+ *  sizes (qattn_vulkan_get_device's out): checks dst's size as
+ *  qattn_struct_read checks src's, with the same messages, then writes the
+ *  fields of the caller's version from `src` (this build's struct, filled
+ *  by the backend) into dst. dst's size and any byte past the caller's
+ *  last field are not written; on failure nothing is. */
+QATTN_API qattn_status qattn_struct_write(void *dst, const void *src, const qattn_struct_version *versions,
+                                          int n_versions, const char *size_arg, const char *type,
+                                          const char *init, char *err, size_t err_size);
 /** For a backend's own extension calls (qattn_hip_set_stream, the calls of
  *  qattn/vulkan.h): the backend instance of ctx when ctx runs `iface`; NULL
  *  otherwise (NULL ctx, or a context of another backend). */

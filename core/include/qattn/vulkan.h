@@ -71,7 +71,9 @@ QATTN_API const qattn_backend_iface *qattn_backend_vulkan(void);
 /* The structs below that start with `size` follow the rule of qattn.h
  * ("option structs"); each is in its first version, so a size other than
  * its sizeof (a larger one is a header newer than the library) fails with
- * QATTN_ERR_INVALID_ARGUMENT naming it. */
+ * QATTN_ERR_INVALID_ARGUMENT naming it. Those the library fills (the `out`
+ * of qattn_vulkan_get_device and qattn_vulkan_pipeline_stats_get) get the
+ * fields of the caller's version, and nothing when the size is refused. */
 
 /** A device the caller created. Set `size` to sizeof(qattn_vulkan_device);
  *  fields added in later versions go at the end, and a smaller size means
