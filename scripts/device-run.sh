@@ -68,7 +68,7 @@ report() {
   done
 }
 # The GPU machine has no Vulkan validation layers: --no-validation there.
-step parity_vk 120 "$B/tests/qattn_parity" --backend vulkan --no-validation
+step parity_vk 200 "$B/tests/qattn_parity" --backend vulkan --no-validation
 step parity_vk_simt 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op decode --variant simt
 step parity_vk_mqa_long 120 "$B/tests/qattn_parity" --backend vulkan --no-validation --op mqa_logits --filter mqa_logits/long
 # Every MQA case on the matrix path, and with its geometry pinned to one and

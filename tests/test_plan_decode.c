@@ -599,10 +599,10 @@ static void test_splits(void **state) {
     assert_int_equal(plan_shape(&h, TARGET, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
     EXPECT(p.num_splits > 16);
     const int lone = p.num_splits;
-    /* ...but not past splits of 512 keys once the H200's 132 SMs have 4
-     * workgroups each (8 here per split: 64 splits, 512 workgroups) */
-    EXPECT_EQ(p.keys_per_split, 512);
-    EXPECT_EQ(p.num_splits, 64);
+    /* ...but not past splits of 256 keys once the H200's 132 SMs have 4
+     * workgroups each (8 here per split: 128 splits, 1024 workgroups) */
+    EXPECT_EQ(p.keys_per_split, 256);
+    EXPECT_EQ(p.num_splits, 128);
     /* 16 requests: 32 workgroups per SM decide (4224 / 128 units) */
     shape b16 = TARGET;
     b16.B = 16;

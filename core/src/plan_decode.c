@@ -39,7 +39,7 @@
 #define MAX_BLOCK_ROWS 16  /* query rows per workgroup: the largest matrix N */
 #define MIN_SPLIT_KEYS 128 /* keys per split at least (8 tiles) */
 #define WG_PER_CU 32       /* stage-1 workgroups to aim for per compute unit (measured: more hide more latency) */
-#define LONG_SPLIT_KEYS 512 /* a split this long needs no further splitting ... */
+#define LONG_SPLIT_KEYS 256 /* a split this long needs no further splitting ... */
 #define MIN_WG_PER_CU 4     /* ... while the device keeps this many workgroups per compute unit */
 #define MERGE_WG 256
 #define MERGE_DIMS 32      /* output dims per merge workgroup (its threads split the splits) */
@@ -302,8 +302,9 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
         /* Few requests: each split adds partials that the merge of a row
          * reads one after another, so once splits hold LONG_SPLIT_KEYS keys
          * and every compute unit has MIN_WG_PER_CU workgroups, more splits
-         * cost more than they hide (docs/perf_decode_notes.md: B1 32K was
-         * fastest at about 512 workgroups on 132 SMs). */
+         * cost more than they hide (docs/perf_decode_notes.md: at B1 32K
+         * the H200 ran Vulkan fastest at 512-1024 workgroups, the HIP twin
+         * at 1024-2048; splits of 256 keys are within 14 % of both). */
         int64_t enough = L / LONG_SPLIT_KEYS;
         if (enough < (cu * MIN_WG_PER_CU + units - 1) / units) enough = (cu * MIN_WG_PER_CU + units - 1) / units;
         if (splits > enough) splits = enough;
