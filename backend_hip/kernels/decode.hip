@@ -9,8 +9,8 @@
  * for plans whose tiles are rows of one page (plan.page_tiled): that path
  * is correct for any page size, and the Vulkan kernel's one-page-id path
  * cost gfx942's matrix kernels one or two spilled SGPRs and gfx12's simt
- * D 256 kernels a VGPR (hip_qualify_code_objects), while it measured no
- * faster through Vulkan on the H200 (docs/perf_decode_notes.md).
+ * D 256 kernels a VGPR (hip_qualify_code_objects), and it buys no speed
+ * through Vulkan either (docs/perf_decode_notes.md).
  *
  * qattn_decode_tiled_<simt|matrix>_<kv>_d<D>  (stage 1)
  *   One workgroup is one wave (QH_WAVE lanes = plan.workgroup_size) and

@@ -302,9 +302,8 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
         /* Few requests: each split adds partials that the merge of a row
          * reads one after another, so once splits hold LONG_SPLIT_KEYS keys
          * and every compute unit has MIN_WG_PER_CU workgroups, more splits
-         * cost more than they hide (docs/perf_decode_notes.md: at B1 32K
-         * the H200 ran Vulkan fastest at 512-1024 workgroups, the HIP twin
-         * at 1024-2048; splits of 256 keys are within 14 % of both). */
+         * cost more than they hide (the split sweeps behind both numbers:
+         * docs/perf_decode_notes.md). */
         int64_t enough = L / LONG_SPLIT_KEYS;
         if (enough < (cu * MIN_WG_PER_CU + units - 1) / units) enough = (cu * MIN_WG_PER_CU + units - 1) / units;
         if (splits > enough) splits = enough;

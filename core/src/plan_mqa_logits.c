@@ -190,23 +190,20 @@ static int32_t load_bytes(const qattn_mqa_logits_args *a) {
  * - MT (16-pair m-tiles of q per subgroup) from the register budget: q stays
  *   in registers as f16 fragments for the whole KV range, 16*MT*D/sg halves
  *   per lane: at most 128 registers at 32 lanes (MT = 4 at D = 128, 2 at
- *   D = 256, 1 at D = 512; the H200 ran MT = 4 at D = 128 1.9x faster than
- *   MT = 2). MT and H/16 must divide one another so a tile never straddles
- *   rows.
+ *   D = 256, 1 at D = 512: the most q each B fragment loaded from shared
+ *   memory is used against; docs/perf_mqa_notes.md has the timings). MT
+ *   and H/16 must divide one another so a tile never straddles rows.
  * - A row may spread over up to H/16 subgroups; the workgroup always holds
- *   at least two rows: on the H200 every geometry with one row per
- *   workgroup gave wrong results and the same geometries with two rows are
- *   right (docs/perf_mqa_notes.md); the fault itself was not located.
+ *   at least two rows: one-row geometries are the ones an open fault gives
+ *   wrong results (docs/perf_mqa_notes.md).
  * - NT (16-column n-tiles per KV tile): accumulators MT*NT*256/sg floats per
- *   lane <= 32 (at MT = 4 the H200 ran 16-column tiles 12 % faster than
- *   32-column ones: fewer registers), at most 4; lowered until the shared
- *   memory fits.
+ *   lane <= 32 (registers go to q first), at most 4; lowered until the
+ *   shared memory fits.
  * - Subgroups: at least 4 and a multiple of the subgroups one row needs,
  *   and two rows' worth at least; the experimental geometry pin
  *   rows_per_workgroup may ask for any multiple of the rows a subgroup
- *   holds but one: the one-row geometries still gave wrong results on the
- *   H200 in the last run (docs/runs/h200-s4-3), so the gate refuses them and
- *   the parity suite's one-row cases report that refusal. */
+ *   holds but one: the gate refuses the one-row geometries (the open fault
+ *   above) and the parity suite's one-row cases report that refusal. */
 static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t pin_rows,
                             const cm_pin *pin, cm_geom *g, char *why, size_t n) {
     if (!(c->features & QATTN_FEAT_COOPMAT)) {
@@ -277,8 +274,8 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
     g->rpsg = (int32_t)max64(1, mt / units);
     g->nsg = (int32_t)(g->spr * max64(2, cdiv(4, g->spr))); /* >= 4 subgroups, >= 2 rows */
     if (pin->rows_per_workgroup == 1) {
-        /* The kernel's fault with one row per workgroup is not found
-         * (docs/perf_mqa_notes.md): no plan, pinned or not, runs it. */
+        /* One row per workgroup hits the open fault (docs/perf_mqa_notes.md):
+         * no plan, pinned or not, runs it. */
         snprintf(why, n, "coopmat: geometry.rows_per_workgroup 1: one row per workgroup gives wrong "
                          "results on the H200 (fault not located); 2 or more");
         return 0;

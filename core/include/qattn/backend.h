@@ -331,9 +331,9 @@ QATTN_API qattn_status qattn_decode_kernel_args_of(const qattn_decode_plan *plan
                                                    char *why, size_t why_size);
 
 /** The read ops' occupancy on every GPU backend: workgroups per compute
- *  unit (on the H200 8 workgroups of 256 lanes per SM stream at full rate,
- *  shared/notes/anchors.md), and the compute units assumed when a device
- *  does not say (lavapipe). */
+ *  unit, enough resident loads to keep every memory channel busy (the
+ *  measurement behind it: shared/notes/anchors.md), and the compute units
+ *  assumed when a device does not say (lavapipe). */
 #define QATTN_READ_GROUPS_PER_CU 8u
 #define QATTN_READ_DEFAULT_CUS 16u
 
