@@ -786,19 +786,15 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
  * plan pins simt (QATTN_DECODE_VARIANT=simt), on wave32 targets only: on
  * gfx942 those kernels spill scalar registers, and AUTO never plans them on
  * any HIP target (every one has the matrix kernel). */
-#if !defined(QH_ONLY) || QH_ONLY == 1
 QH_DEC_TILED_D(simt, 0, bf16, QH_BF16)
 #if QH_WAVE == 32
 QH_DEC_TILED_D(simt, 0, i8, QH_I8)
 QH_DEC_TILED_D(simt, 0, fn, QH_FN)
 QH_DEC_TILED_D(simt, 0, fnuz, QH_FNUZ)
 #endif
-#endif
-#if QH_DEC_HAVE_MATRIX && (!defined(QH_ONLY) || QH_ONLY == 2)
+#if QH_DEC_HAVE_MATRIX
 QH_DEC_TILED_D(matrix, 1, i8, QH_I8)
 QH_DEC_TILED_D(matrix, 1, fn, QH_FN)
 QH_DEC_TILED_D(matrix, 1, fnuz, QH_FNUZ)
 #endif
-#if !defined(QH_ONLY) || QH_ONLY == 3
 QH_KERNEL QH_LAUNCH_BOUNDS(QH_DEC_MERGE_MAX_WG) void qattn_decode_merge(qh_decode_params p) { decode_merge(p); }
-#endif
