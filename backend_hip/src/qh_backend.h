@@ -80,8 +80,7 @@ int qh_mqa_supported(const qh_backend *be, const qattn_mqa_logits_plan *plan);
 qattn_status qh_decode(void *be, const qattn_decode_plan *plan, const qattn_decode_args *args,
                        const qattn_workspace *ws);
 qattn_status qh_kv_store(void *be, const qattn_kv_store_args *args);
-/* qattn_read_stream (hip_bandwidth.c). */
-/* qattn_decode_read (hip_bandwidth.c). */
+/* qattn_decode_read and qattn_read_stream (hip_bandwidth.c). */
 qattn_status qh_decode_read(void *be, const qattn_decode_args *a, void *sum, uint64_t sum_offset);
 qattn_status qh_read_stream(void *be, void *src, uint64_t offset, uint64_t bytes, void *sum,
                             uint64_t sum_offset);
