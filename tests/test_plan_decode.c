@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "qattn/backend.h" /* the kernel-argument builders */
 #include "qattn/qattn.h"
 
 #include "fake_devices.h"
