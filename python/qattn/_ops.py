@@ -8,6 +8,7 @@ run() uses for any operand it is not given.
 The paged MQA indexer (spec 5) gets its plan class here, beside
 MqaLogitsPlan, when its C entry points land (qattn_paged_mqa_logits_*).
 """
+import copy
 import ctypes
 import math
 import sys
@@ -148,6 +149,21 @@ class _Plan:
             slots.append(_KEYED if keyed else b)
         self._bound = tuple(slots)
         self._args_cache = {}
+
+    def bind(self, **operands):
+        """A plan sharing this one's C plan and workspace with other operands
+        bound (e.g. bind(k_cache=, v_cache=, k_scale=, v_scale=) per layer):
+        its run() reads those once, where passing them to this plan's run()
+        reads them on every call. Calls through either share the workspace,
+        so they must not overlap (one stream), as with one plan."""
+        unknown = sorted(set(operands) - set(self._defaults))
+        if unknown:
+            raise TypeError("bind: %s: not operands of this plan (%s)" %
+                            (", ".join(unknown), ", ".join(self._defaults)))
+        other = copy.copy(self)
+        other._bind_defaults(dict(self._defaults, **operands))
+        other.id = _register(_PLANS, other)
+        return other
 
     def refresh(self):
         """Forgets the filled arguments: needed after changing a bound

@@ -673,3 +673,35 @@ def test_cache_mqa_operands(ctx, request):
         if prev is not None:
             assert not np.array_equal(np.nan_to_num(ref), np.nan_to_num(prev)), "cannot fail"
         prev = ref
+
+
+def test_cache_bind_per_layer(ctx, request):
+    """plan.bind() per layer: each bound plan reads its own caches and
+    scales, the original plan keeps its own, and none leaks into another."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e4m3fn")
+    plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"],
+                           p["kv_indices"], p["kv_lens"], **plan_kw(p, "fp8_e4m3fn"))
+    layer2 = dict(k_cache=random_fp8(rng, p["k_cache"].shape, "fp8_e4m3fn"),
+                  v_cache=random_fp8(rng, p["v_cache"].shape, "fp8_e4m3fn"),
+                  k_scale=rng.uniform(0.001, 0.02, p["k_scale"].shape).astype(np.float32),
+                  v_scale=rng.uniform(0.001, 0.02, p["v_scale"].shape).astype(np.float32))
+    plan2 = plan.bind(**layer2)
+    assert plan2.id != plan.id and plan2.workspace is plan.workspace
+    r = None
+    for _ in range(2):
+        r = run_checked(plan, p, seed, "layer 1", r, q=p["q"])
+        o = np.empty(plan.out_shape, np.uint16)
+        o[...] = POISON_BF16
+        plan2.run(p["q"], out=o)
+        check_decode(o, None, dict(p, **layer2), "fp8_e4m3fn", seed, SM)
+        ref2 = decode_out(p, **layer2)
+        assert np.abs(ref2 - r).max() > 0.1, "a case that cannot fail"
+        r = ref2
+    # layer 1's operands passed to the layer-2 plan: read, not its bound ones
+    r = run_checked(plan2, p, seed, "layer 1 through plan2", r, k_cache=p["k_cache"],
+                    v_cache=p["v_cache"], k_scale=p["k_scale"], v_scale=p["v_scale"])
+    if ctx.backend == "cpu":  # layer 2's bound objects are not part of plan2's key
+        assert plan2._bound[1] is layer2["k_cache"]
+    with pytest.raises(TypeError, match="bind: o"):
+        plan.bind(o=np.empty(1))
