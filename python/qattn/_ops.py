@@ -263,14 +263,15 @@ class _Plan:
 
 
 # The cache-key slot of an operand keyed on every call: an object no
-# caller's operand is.
+# caller's operand is. _ABSENT: the key of a missing operand; _NOKEY: an
+# operand without one (the call is not cached).
 _KEYED = object()
+_ABSENT = ("no operand",)
+_NOKEY = ("no cache key",)
 
 
 class _NoTensor:
     """Stands for torch.Tensor before torch is seen: nothing is one."""
-_ABSENT = ("no operand",)
-_NOKEY = ("no cache key",)
 
 
 def _key(o):
