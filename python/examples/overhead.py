@@ -69,7 +69,10 @@ def main():
     op = torch.ops.qattn.decode
     args = (q, kc, vc, ks, ks, indptr, indices, lens, None, out, None, plan.workspace, plan.id, 0)
     via_op = issue_time_us(lambda: op(*args), a.calls)
-    (gen, c_args), = [v for v in plan._args_cache.values()]
+    plan.refresh()  # then plan.run's own entry is the only one
+    plan.run(q, out=out)
+    entry, = plan._args_cache.values()
+    c_args = entry[1]  # (wrap generation, the filled DecodeArgs, ...)
     ws_buf, ws_off = plan._bound_workspace(plan.workspace)
     run_c, h, p = ctx._lib.qattn_decode_run, ctx.handle, ctypes.byref(plan._plan)
     ca = ctypes.byref(c_args)

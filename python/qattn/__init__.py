@@ -11,8 +11,9 @@ and anything with DLPack or __cuda_array_interface__.
 A thin binding over the C library through ctypes (docs/python.md says why).
 """
 from . import _lib
+from . import torch_ops  # noqa: F401 (hooks the custom ops' registration; imports no torch)
 from ._context import Context, DeviceArray, QattnError, backends, numpy_dtype
-from ._ops import DecodePlan, MqaLogitsPlan, kv_store as _kv_store
+from ._ops import DecodePlan, MqaLogitsPlan, _kv_store_of, kv_store as _kv_store
 
 __version__ = "0.1.0"
 
@@ -45,5 +46,5 @@ def _kv_store_method(self, k_new, v_new, slot_mapping, k_cache, v_cache, k_scale
 Context.decode_plan = _decode_plan
 Context.mqa_logits_plan = _mqa_logits_plan
 Context.kv_store = _kv_store_method
-Context.id = property(lambda self: self._kv_store.id,
+Context.id = property(lambda self: _kv_store_of(self).id,
                       doc="The context's id for torch.ops.qattn.kv_store.")

@@ -69,8 +69,7 @@ class Context:
         self._follow_torch = stream is None
         self._set_stream_to = None
         self._live = set()     # DeviceArrays and plans holding buffers of this context
-        from ._ops import _KvStore
-        self._kv_store = _KvStore(self)  # its argument cache; its id names it to torch ops
+        self._kv_store = None  # the KV store's argument cache and id (_ops, on first use)
 
     # ---- lifetime ---------------------------------------------------------
     def close(self):

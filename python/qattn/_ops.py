@@ -8,13 +8,14 @@ run() uses for any operand it is not given.
 The paged MQA indexer (spec 5) gets its plan class here, beside
 MqaLogitsPlan, when its C entry points land (qattn_paged_mqa_logits_*).
 """
+import copy
 import ctypes
 import math
 import sys
 import weakref
 
 from . import _lib as L
-from ._context import DeviceArray, numpy_dtype
+from ._context import DeviceArray, _stream_handle, numpy_dtype
 from ._tensors import BYTES, CUDA, view
 
 # Plans and contexts by id, for the torch custom ops (whose arguments can
@@ -34,6 +35,9 @@ def _register(table, obj):
 
 # torch, once a torch tensor has been seen (qattn never imports torch itself)
 _T = [None]
+# Called once, with torch, when the first torch tensor is seen: torch_ops
+# puts its registration here (this module never imports torch_ops).
+_ON_FIRST_TORCH = []
 
 
 def _torch():
@@ -46,8 +50,8 @@ def _is_torch(x):
         t = sys.modules.get("torch")
         if t is None or not isinstance(x, t.Tensor):
             return False
-        from . import torch_ops  # registers the custom ops
-        torch_ops.register()
+        for hook in _ON_FIRST_TORCH:
+            hook()
         _T[0] = t
     return isinstance(x, t.Tensor)
 
@@ -86,7 +90,6 @@ def _stream_now(ctx, stream, device):
     """The stream a call enqueues on: `stream`, else the context's, else
     (HIP with torch) torch's current stream of `device`."""
     if stream is not None:
-        from ._context import _stream_handle
         return _stream_handle(stream)
     if ctx.backend != "hip" or not ctx._follow_torch:
         return ctx._stream
@@ -96,6 +99,8 @@ def _stream_now(ctx, stream, device):
     # torch's raw-stream query takes a device index, never None.
     if device is None:
         index = t.cuda.current_device()
+    elif type(device) is int:
+        index = device
     else:
         index = device.index if isinstance(device, t.device) else int(device)
         if index is None:
@@ -112,29 +117,97 @@ def _shape_of(x, name, fmt=None):
 
 
 class _Plan:
-    """Shared by the plan classes: the call with argument caching."""
+    """Shared by the plan classes and the per-context KV store: the call,
+    with its argument cache.
 
-    def _call(self, names, objs, formats, outputs, fn, stream, device):
-        """Binds the operands, runs fn(args) and checks it. For memory the
-        backend reads in place (cpu: host memory, hip: device memory, and
-        DeviceArrays) the filled argument struct is kept per operand
-        addresses, so a repeated call with the same tensors only looks it up."""
+    A subclass sets _args_type (the C argument struct), _names (its tensor
+    fields, in the order run() passes operands), _outputs and _per_step (the
+    operands keyed on every call); _bind_defaults() sets the rest.
+
+    The cache (backends that read the memory in place: cpu, hip) maps a key
+    to the filled C struct. The key has one entry per operand: an operand of
+    _per_step, an output, a DeviceArray, or any object other than the one
+    bound at planning contributes what identifies its memory and layout
+    (_key); the very object bound at planning contributes None and is not
+    read again, since the plan holds it (its memory cannot be freed or
+    reused) and its layout was read when it was bound. Changing a bound
+    operand's layout in place needs refresh()."""
+
+    _per_step = ()
+    _bound = ()
+
+    def _bind_defaults(self, defaults):
+        """The operands run() uses when not given one; what the cache key
+        skips: every bound operand except per-step ones and DeviceArrays
+        (which can be freed while the plan holds them)."""
+        self._defaults = defaults
+        slots = []
+        for n in self._names:
+            b = defaults.get(n)
+            keyed = (n in self._per_step or n in self._outputs or isinstance(b, DeviceArray) or
+                     (b is not None and _key(b) is _NOKEY))
+            slots.append(_KEYED if keyed else b)
+        self._bound = tuple(slots)
+        self._args_cache = {}
+
+    def bind(self, **operands):
+        """A plan sharing this one's C plan and workspace with other operands
+        bound (e.g. bind(k_cache=, v_cache=, k_scale=, v_scale=) per layer):
+        its run() reads those once, where passing them to this plan's run()
+        reads them on every call. Calls through either share the workspace,
+        so they must not overlap (one stream), as with one plan."""
+        unknown = sorted(set(operands) - set(self._defaults))
+        if unknown:
+            raise TypeError("bind: %s: not operands of this plan (%s)" %
+                            (", ".join(unknown), ", ".join(self._defaults)))
+        other = copy.copy(self)
+        other._bind_defaults(dict(self._defaults, **operands))
+        other.id = _register(_PLANS, other)
+        return other
+
+    def refresh(self):
+        """Forgets the filled arguments: needed after changing a bound
+        operand (one given at planning) in place, e.g. torch resize_(),
+        set_() or as_strided_(), or assigning a numpy array's shape,
+        strides or dtype. Other changes never need it (see docs/python.md)."""
+        self._args_cache.clear()
+
+    def _cache_key(self, objs, fmt_key):
+        key = list(fmt_key)
+        t = _T[0]
+        tensor = _NoTensor if t is None else t.Tensor
+        for o, b in zip(objs, self._bound):
+            if o is b:
+                key.append(None)
+            elif isinstance(o, tensor):  # _key's first case, inline: the hot one
+                key.append((o.data_ptr(), o.shape, o.stride(), o.dtype))
+            else:
+                k = _key(o)
+                if k is _NOKEY:
+                    return None
+                key.append(k)
+        return tuple(key)
+
+    def _call(self, objs, formats, fn, stream, ref, fmt_key=()):
+        """Binds the operands (objs, in _names order), runs fn(byref(args))
+        and checks it. Keeps the filled struct when every operand is memory
+        the backend reads in place (cpu: host memory, hip: device memory,
+        and DeviceArrays), so a repeated call only builds the key."""
         ctx = self.ctx
         key = None
         if self._cacheable:
-            key = (tuple(formats.values()),) + tuple(None if o is None else _key(o) for o in objs)
-            hit = None
-            if _NOKEY in key:
-                key = None
-            else:
+            key = self._cache_key(objs, fmt_key)
+            if key is not None:
                 hit = self._args_cache.get(key)
-            if hit is not None and hit[0] == ctx._wrap_gen:
-                ctx._apply_stream(_stream_now(ctx, stream, device))
-                ctx.check(fn(hit[1]))
-                return
+                if hit is not None and hit[0] == ctx._wrap_gen:
+                    ctx._apply_stream(_stream_now(ctx, stream, hit[2]))
+                    ctx.check(fn(hit[3]))
+                    return
+        device = _device_of(ref)
         args = self._args_type()
         pairs, out_views = [], []
-        for n, o in zip(names, objs):
+        outputs = self._outputs
+        for n, o in zip(self._names, objs):
             v = None if o is None else view(o, n, formats.get(n))
             if v is not None and n in outputs:
                 out_views.append(v)
@@ -142,16 +215,18 @@ class _Plan:
         self._fill_scalars(args)
         b = ctx._bind(pairs, out_views)
         ok = False
+        aref = ctypes.byref(args)
         try:
             ctx._apply_stream(_stream_now(ctx, stream, device))
-            ctx.check(fn(args))
+            ctx.check(fn(aref))
             ok = True
         finally:
             b.finish(ok)
         if key is not None and not b.staged_any:
             if len(self._args_cache) > 64:
                 self._args_cache.clear()
-            self._args_cache[key] = (ctx._wrap_gen, args)
+            # (wrap generation, struct, device of the first operand, its byref)
+            self._args_cache[key] = (ctx._wrap_gen, args, device, aref)
 
     def _fill_scalars(self, args):
         pass
@@ -187,19 +262,34 @@ class _Plan:
         return _workspace_buffer(self.ctx, ws)
 
 
+# The cache-key slot of an operand keyed on every call: an object no
+# caller's operand is. _ABSENT: the key of a missing operand; _NOKEY: an
+# operand without one (the call is not cached).
+_KEYED = object()
+_ABSENT = ("no operand",)
+_NOKEY = ("no cache key",)
+
+
+class _NoTensor:
+    """Stands for torch.Tensor before torch is seen: nothing is one."""
+
+
 def _key(o):
-    if isinstance(o, DeviceArray):
-        return (id(o), o._buf, o.shape, o.dtype)
-    t = sys.modules.get("torch")
+    """What identifies an operand's memory and layout: its address, shape,
+    strides and dtype (with, for the array interface, the read-only flag and
+    the dtype object, since ml_dtypes types share type strings). _NOKEY for
+    other protocols: an object's id says nothing of its memory."""
+    if o is None:
+        return _ABSENT
+    t = _T[0] or sys.modules.get("torch")
     if t is not None and isinstance(o, t.Tensor):
         return (o.data_ptr(), o.shape, o.stride(), o.dtype)
+    if isinstance(o, DeviceArray):
+        return (id(o), o._buf, o.shape, o.dtype)
     ai = getattr(o, "__array_interface__", None)
     if ai is not None:
-        return (ai["data"][0], ai["shape"], ai["strides"], ai["typestr"])
-    return _NOKEY  # other protocols: an object's id says nothing of its memory
-
-
-_NOKEY = ("no cache key",)
+        return (ai["data"], ai["shape"], ai["strides"], ai["typestr"], getattr(o, "dtype", None))
+    return _NOKEY
 
 
 _DECODE_OPERANDS = ("q", "k_cache", "v_cache", "k_scale", "v_scale", "kv_indptr", "kv_indices",
@@ -214,6 +304,10 @@ class DecodePlan(_Plan):
     the ones given at planning."""
 
     _args_type = L.DecodeArgs
+    _names = _DECODE_OPERANDS
+    _outputs = ("o", "lse")
+    # keyed on every call even when they are the objects given at planning
+    _per_step = ("q", "kv_indptr", "kv_indices", "kv_lens")
 
     def __init__(self, ctx, q, k_cache, v_cache, kv_indptr, kv_indices, kv_lens, *, page_size,
                  max_kv_len, k_scale=None, v_scale=None, sinks=None, sm_scale=None,
@@ -230,15 +324,13 @@ class DecodePlan(_Plan):
         self.sm_scale = 1.0 / math.sqrt(qs[3]) if sm_scale is None else float(sm_scale)
         self.window_left, self.logit_softcap = int(window_left), float(logit_softcap)
         self.kv_format = kv_format
+        self._fmts = {"k_cache": kv_format, "v_cache": kv_format}
         if variant not in L.DECODE_VARIANTS:
             raise ValueError("variant: %r is not one of %s" % (variant, tuple(L.DECODE_VARIANTS)))
         if out is None:
             out = _empty_like(ctx, q, self.out_shape, L.BF16)
         if self.return_lse and lse is None:
             lse = _empty_like(ctx, q, self.out_shape[:3], L.F32)
-        self._defaults = dict(q=q, k_cache=k_cache, v_cache=v_cache, k_scale=k_scale,
-                              v_scale=v_scale, kv_indptr=kv_indptr, kv_indices=kv_indices,
-                              kv_lens=kv_lens, sinks=sinks)
         self._plan = L.DecodePlan()
         opts = L.DecodeOptions(ctypes.sizeof(L.DecodeOptions), L.DECODE_VARIANTS[variant],
                                int(num_splits))
@@ -246,20 +338,17 @@ class DecodePlan(_Plan):
                 out, lse if self.return_lse else None]
         self._cacheable = False
         lib = ctx._lib
-        self._call(_DECODE_OPERANDS, objs, self._formats(), ("o", "lse"),
-                   lambda a: lib.qattn_decode_plan_create(ctx._h, ctypes.byref(a),
-                                                          ctypes.byref(opts),
-                                                          ctypes.byref(self._plan)),
-                   None, None)
+        self._call(objs, self._fmts, lambda a: lib.qattn_decode_plan_create(
+            ctx._h, a, ctypes.byref(opts), ctypes.byref(self._plan)), None, None)
+        self._plan_ref = ctypes.byref(self._plan)
+        self._bind_defaults(dict(q=q, k_cache=k_cache, v_cache=v_cache, k_scale=k_scale,
+                                 v_scale=v_scale, kv_indptr=kv_indptr, kv_indices=kv_indices,
+                                 kv_lens=kv_lens, sinks=sinks))
         self._cacheable = ctx.backend in ("cpu", "hip")
-        self._args_cache = {}
         self.workspace = workspace if workspace is not None else \
             _workspace(ctx, q, self._plan.workspace_bytes)
         self.id = _register(_PLANS, self)
         ctx._live.add(self)
-
-    def _formats(self):
-        return {"k_cache": self.kv_format, "v_cache": self.kv_format}
 
     def _fill_scalars(self, a):
         a.page_size, a.max_kv_len, a.sm_scale = self.page_size, self.max_kv_len, self.sm_scale
@@ -317,19 +406,15 @@ class DecodePlan(_Plan):
 
     def _launch(self, ops, out, lse, ws, stream):
         """The C call; the torch custom op's implementation calls this too."""
-        ctx, lib, plan = self.ctx, self.ctx._lib, self._plan
+        ctx, plan = self.ctx, self._plan_ref
+        run = ctx._lib.qattn_decode_run
         ws_buf, ws_off = self._bound_workspace(ws)
-
-        def fn(a):
-            return lib.qattn_decode_run(ctx._h, ctypes.byref(plan), ctypes.byref(a), ws_buf,
-                                        ws_off)
-        self._call(_DECODE_OPERANDS, list(ops) + [out, lse], self._formats(), ("o", "lse"),
-                   fn, stream or None, _device_of(ops[0]))
+        self._call(list(ops) + [out, lse], self._fmts,
+                   lambda a: run(ctx._h, plan, a, ws_buf, ws_off), stream or None, ops[0])
 
 
 
 def _stream_int(stream):
-    from ._context import _stream_handle
     return _stream_handle(stream) or 0
 
 
@@ -375,13 +460,25 @@ _KV_STORE_OPERANDS = ("k_new", "v_new", "slot_mapping", "k_cache", "v_cache", "k
 
 
 class _KvStore(_Plan):
+    """A context's KV store: its argument cache (every operand keyed on
+    every call: nothing is bound) and its id for torch.ops.qattn.kv_store."""
     _args_type = L.KvStoreArgs
+    _names = _KV_STORE_OPERANDS
+    _outputs = ("k_cache", "v_cache", "k_scale", "v_scale")
 
     def __init__(self, ctx):
         self.ctx = weakref.proxy(ctx)
         self._cacheable = ctx.backend in ("cpu", "hip")
-        self._args_cache = {}
+        self._bind_defaults({})
         self.id = _register(_CONTEXTS, ctx)
+
+
+def _kv_store_of(ctx):
+    """The context's _KvStore, made on first use."""
+    ks = ctx._kv_store
+    if ks is None:
+        ks = ctx._kv_store = _KvStore(ctx)
+    return ks
 
 
 def kv_store(ctx, k_new, v_new, slot_mapping, k_cache, v_cache, k_scale=None, v_scale=None, *,
@@ -392,7 +489,7 @@ def kv_store(ctx, k_new, v_new, slot_mapping, k_cache, v_cache, k_scale=None, v_
     if _is_torch(k_new):
         t = _torch()
         if t.compiler.is_compiling():
-            t.ops.qattn.kv_store(*ops, ctx._kv_store.id, kv_format or "",
+            t.ops.qattn.kv_store(*ops, _kv_store_of(ctx).id, kv_format or "",
                                  0 if stream is None else _stream_int(stream))
             return
         stream = stream or None
@@ -400,11 +497,11 @@ def kv_store(ctx, k_new, v_new, slot_mapping, k_cache, v_cache, k_scale=None, v_
 
 
 def _kv_store_launch(ctx, ops, kv_format, stream):
-    ks = ctx._kv_store
-    lib = ctx._lib
-    fmts = {"k_cache": kv_format or None, "v_cache": kv_format or None}
-    ks._call(_KV_STORE_OPERANDS, ops, fmts, ("k_cache", "v_cache", "k_scale", "v_scale"),
-             lambda a: lib.qattn_kv_store(ctx._h, ctypes.byref(a)), stream, _device_of(ops[0]))
+    ks = _kv_store_of(ctx)
+    store = ctx._lib.qattn_kv_store
+    fmt = kv_format or None
+    ks._call(ops, {"k_cache": fmt, "v_cache": fmt}, lambda a: store(ctx._h, a), stream, ops[0],
+             (fmt,))
 
 
 # ---- MQA logits ----------------------------------------------------------
@@ -416,6 +513,9 @@ class MqaLogitsPlan(_Plan):
     Outputs are [S, S_kv] f32 views of rows padded to a multiple of 256."""
 
     _args_type = L.MqaLogitsArgs
+    _names = _MQA_OPERANDS
+    _outputs = ("logits",)
+    _per_step = ("q", "weights", "ks", "ke")
 
     def __init__(self, ctx, q, k, k_scale, weights, ks, ke, *, clean_logits=True,
                  q_format=None, k_format=None, variant="auto", rows_per_subgroup=0,
@@ -431,20 +531,19 @@ class MqaLogitsPlan(_Plan):
             raise ValueError("variant: %r is not one of %s" % (variant, tuple(L.MQA_VARIANTS)))
         if out is None:
             out = self._new_out(q)
-        self._defaults = dict(q=q, k=k, k_scale=k_scale, weights=weights, ks=ks, ke=ke)
         self._plan = L.MqaLogitsPlan()
         opts = L.MqaLogitsOptions(ctypes.sizeof(L.MqaLogitsOptions), L.MQA_VARIANTS[variant],
                                   int(rows_per_subgroup), int(kv_slices))
         lib = ctx._lib
+        self._fmts = {"q": q_format, "k": k_format}
         self._cacheable = False
-        self._call(_MQA_OPERANDS, [q, k, k_scale, weights, ks, ke, out], self._formats(),
-                   ("logits",),
-                   lambda a: lib.qattn_mqa_logits_plan_create(ctx._h, ctypes.byref(a),
-                                                              ctypes.byref(opts),
+        self._call([q, k, k_scale, weights, ks, ke, out], self._fmts,
+                   lambda a: lib.qattn_mqa_logits_plan_create(ctx._h, a, ctypes.byref(opts),
                                                               ctypes.byref(self._plan)),
                    None, None)
+        self._plan_ref = ctypes.byref(self._plan)
+        self._bind_defaults(dict(q=q, k=k, k_scale=k_scale, weights=weights, ks=ks, ke=ke))
         self._cacheable = ctx.backend in ("cpu", "hip")
-        self._args_cache = {}
         self.workspace = _workspace(ctx, q, self._plan.workspace_bytes)
         self.id = _register(_PLANS, self)
         ctx._live.add(self)
@@ -453,9 +552,6 @@ class MqaLogitsPlan(_Plan):
         pad = -(-self.out_shape[1] // 256) * 256
         return _empty_like(self.ctx, ref, self.out_shape, L.F32,
                            pad_last=None if isinstance(ref, DeviceArray) else pad)
-
-    def _formats(self):
-        return {"q": self.q_format, "k": self.k_format}
 
     def _fill_scalars(self, a):
         a.clean_logits = int(self.clean_logits)
@@ -488,10 +584,9 @@ class MqaLogitsPlan(_Plan):
         return out
 
     def _launch(self, ops, out, ws, stream):
-        ctx, lib, plan = self.ctx, self.ctx._lib, self._plan
+        ctx, plan = self.ctx, self._plan_ref
+        run = ctx._lib.qattn_mqa_logits_run
         ws_buf, ws_off = self._bound_workspace(ws)
-        self._call(_MQA_OPERANDS, list(ops) + [out], self._formats(), ("logits",),
-                   lambda a: lib.qattn_mqa_logits_run(ctx._h, ctypes.byref(plan),
-                                                      ctypes.byref(a), ws_buf, ws_off),
-                   stream or None, _device_of(ops[0]))
+        self._call(list(ops) + [out], self._fmts, lambda a: run(ctx._h, plan, a, ws_buf, ws_off),
+                   stream or None, ops[0])
 

@@ -1,6 +1,6 @@
 """torch.library custom ops over qattn, registered only when torch is
 importable (qattn itself never imports torch: the first torch tensor given
-to an op, or `import qattn.torch_ops`, registers them).
+to an op, or torch_ops.register(), registers them).
 
   torch.ops.qattn.decode(q, k_cache, v_cache, k_scale, v_scale, kv_indptr,
                          kv_indices, kv_lens, sinks, out, lse, workspace,
@@ -21,6 +21,8 @@ saves the dispatcher's cost per call.
 """
 from typing import Optional
 
+from . import _ops
+
 _registered = []
 
 
@@ -29,8 +31,6 @@ def register():
         return
     import torch
     from torch import Tensor
-
-    from . import _ops
 
     @torch.library.custom_op("qattn::decode", mutates_args=("out", "lse", "workspace"))
     def decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, k_scale: Optional[Tensor],
@@ -80,3 +80,8 @@ def _lookup(table, key, name):
         raise ValueError("%s: %d names no live qattn object (keep the plan or context alive "
                          "as long as a graph or compiled function uses it)" % (name, key))
     return obj
+
+
+# qattn's package import loads this module (which imports no torch) so that
+# _ops, which never imports it, registers the ops on the first torch tensor.
+_ops._ON_FIRST_TORCH.append(register)

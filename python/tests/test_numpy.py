@@ -406,3 +406,305 @@ def test_module_main(capsys):
     assert m.main() == 0
     text = capsys.readouterr().out
     assert "qattn package 0.1.0, library 0.1.0" in text and "cpu" in text
+
+
+# ---- the argument cache: what a repeated call may not reuse -------------
+# On backends that read memory in place (cpu here) a plan keeps the filled C
+# arguments per key; each case below gives a call whose key must differ from
+# the previous one's, checks the result against the float64 reference, and
+# checks that the reference differs from the previous call's (so reusing the
+# previous arguments fails the case). On Vulkan (staged) nothing is cached and
+# the same cases check the plain path.
+SM = 1 / np.sqrt(128)
+
+
+def other_page_table(rng, p):
+    """Another page table over p's cache: other lengths, other pages."""
+    P, B = p["page_size"], len(p["kv_lens"])
+    n_pages = p["k_cache"].shape[0] // P
+    lens = rng.integers(20, 70, size=B).astype(np.int32)
+    indptr = np.concatenate([[0], np.cumsum((lens + P - 1) // P)]).astype(np.int32)
+    indices = rng.choice(n_pages, size=int(indptr[-1])).astype(np.int32)
+    return dict(kv_indptr=indptr, kv_indices=indices, kv_lens=lens)
+
+
+def decode_out(p, fmt="fp8_e4m3fn", **over):
+    d = dict(p, **over)
+    o, _ = decode_ref(d["q"], d["k_cache"], d["v_cache"], d["k_scale"], d["v_scale"],
+                      d["kv_indptr"], d["kv_indices"], d["kv_lens"], p["page_size"], SM, fmt)
+    return o
+
+
+def run_checked(plan, p, seed, what, prev, fmt="fp8_e4m3fn", **call):
+    """plan.run(**call) into a poisoned output; checks it against p with the
+    call's operands; returns the reference, which must differ from prev's."""
+    o = call.pop("out", None)
+    if o is None:
+        o = np.empty(plan.out_shape, np.uint16)
+    o[...] = POISON_BF16
+    plan.run(out=o, **call)
+    over = {n: call[n] for n in ("q", "k_cache", "v_cache", "k_scale", "v_scale", "kv_indptr",
+                                 "kv_indices", "kv_lens") if call.get(n) is not None}
+    ref = decode_out(p, fmt, **over)
+    check_decode(o, None, dict(p, **over), fmt, seed, SM)
+    if prev is not None:
+        assert np.abs(ref - prev).max() > 0.1, "%s: a case that cannot fail" % what
+    return ref
+
+
+def test_cache_page_table_changes(ctx, request):
+    """The same q object each call; the page table another object, the same
+    objects rewritten in place, and views at the same address of another length."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e4m3fn")
+    plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"],
+                           p["kv_indices"], p["kv_lens"], **plan_kw(p, "fp8_e4m3fn"))
+    q, t1, t2 = p["q"], {n: p[n] for n in ("kv_indptr", "kv_indices", "kv_lens")}, \
+        other_page_table(rng, p)
+    r = run_checked(plan, p, seed, "planned table", None, q=q)
+    r = run_checked(plan, p, seed, "another table", r, q=q, **t2)
+    r = run_checked(plan, p, seed, "the planned table again", r, q=q, **t1)
+    r = run_checked(plan, p, seed, "the other table again", r, q=q, **t2)
+    # the planned objects rewritten in place (same addresses, shapes, strides)
+    n = len(t1["kv_indices"])
+    t1["kv_indices"][:] = rng.choice(p["k_cache"].shape[0] // 16, size=n)
+    t1["kv_lens"][:] = np.minimum(t1["kv_lens"] + 5, (np.diff(t1["kv_indptr"]) * 16))
+    r = run_checked(plan, p, seed, "the planned table rewritten", r, q=q)
+    # the planned kv_indices grown in place (numpy moves its memory): a page
+    # table is keyed on every call even when it is the planned object
+    t3 = other_page_table(rng, p)
+    m = len(t3["kv_indices"])
+    t1["kv_indices"].resize(4096, refcheck=False)
+    t1["kv_indices"][:m] = t3["kv_indices"]
+    t1["kv_indptr"][:] = t3["kv_indptr"]
+    t1["kv_lens"][:] = t3["kv_lens"]
+    r = run_checked(plan, p, seed, "the planned kv_indices resized", r, q=q)
+    # views of one buffer: the same start address, another length and contents
+    buf = np.zeros(64, np.int32)
+    for table in (other_page_table(rng, p), other_page_table(rng, p)):
+        m = len(table["kv_indices"])
+        buf[:m] = table["kv_indices"]
+        table["kv_indices"] = buf[:m]
+        r = run_checked(plan, p, seed, "indices of %d pages at one address" % m, r, q=q, **table)
+
+
+def test_cache_same_address_other_layout(ctx, request):
+    """Operands made anew at an address used before with other strides,
+    dtype or shape: the plan refuses each (its strides and dtypes are fixed at
+    planning), where reused arguments would run as before."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e4m3fn")
+    plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"],
+                           p["kv_indices"], p["kv_lens"], **plan_kw(p, "fp8_e4m3fn"))
+    shape = plan.out_shape
+    whole = np.empty(2 * int(np.prod(shape)), np.uint16)
+    dense = whole[:int(np.prod(shape))].reshape(shape)
+    wide = whole.reshape(shape[:3] + (2 * shape[3],))
+    run_checked(plan, p, seed, "dense out", None, out=dense)
+    whole[...] = POISON_BF16
+    strided = wide[..., :shape[3]]  # the same first element, rows twice as far apart
+    with pytest.raises(qattn.QattnError) as e:
+        plan.run(out=strided)
+    assert e.value.status_name.startswith("QATTN_ERR_")
+    assert (whole == POISON_BF16).all(), "seed %d: a refused call wrote out" % seed
+    run_checked(plan, p, seed, "dense out again", None, out=dense)
+    # q at one address: bf16 bits, then the same bytes as f32 of the same shape
+    qbuf = np.zeros(4 * p["q"].size, np.uint8)
+    q16 = qbuf[:2 * p["q"].size].view(np.uint16).reshape(p["q"].shape)
+    q16[...] = p["q"]
+    run_checked(plan, p, seed, "q at a buffer's start", None, q=q16)
+    q32 = qbuf.view(np.float32).reshape(p["q"].shape)
+    with pytest.raises(qattn.QattnError) as e:
+        plan.run(q32)
+    assert e.value.status_name.startswith("QATTN_ERR_")
+    with pytest.raises(qattn.QattnError):  # another batch at that address
+        plan.run(q16[:2])
+    run_checked(plan, p, seed, "q at a buffer's start again", None, q=q16)
+
+
+def test_cache_non_default_operands(ctx, request):
+    """Cache and scales passed instead of the planned ones, swapped, and the
+    planned ones again (omitted or passed)."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e4m3fn")
+    plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"],
+                           p["kv_indices"], p["kv_lens"], **plan_kw(p, "fp8_e4m3fn"))
+    kc2, vc2 = random_fp8(rng, p["k_cache"].shape, "fp8_e4m3fn"), \
+        random_fp8(rng, p["v_cache"].shape, "fp8_e4m3fn")
+    ks2 = rng.uniform(0.001, 0.02, p["k_scale"].shape).astype(np.float32)
+    r = run_checked(plan, p, seed, "planned", None)
+    r = run_checked(plan, p, seed, "another k_scale", r, k_scale=ks2)
+    r = run_checked(plan, p, seed, "planned again", r)
+    r = run_checked(plan, p, seed, "scales swapped", r, k_scale=p["v_scale"], v_scale=ks2)
+    r = run_checked(plan, p, seed, "planned scales passed", r, k_scale=p["k_scale"],
+                    v_scale=p["v_scale"])
+    r = run_checked(plan, p, seed, "another cache", r, k_cache=kc2, v_cache=vc2)
+    r = run_checked(plan, p, seed, "caches swapped", r, k_cache=vc2, v_cache=kc2)
+    r = run_checked(plan, p, seed, "planned caches passed", r, k_cache=p["k_cache"],
+                    v_cache=p["v_cache"])
+
+
+def test_cache_outputs_swapped(ctx, request):
+    """Two (out, lse) pairs, used in turn and crossed: each call writes
+    exactly the outputs it is given."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e4m3fn")
+    outs = [guarded((3, 1, 8, 128), np.uint16, POISON_BF16)[0] for _ in range(2)]
+    lses = [guarded((3, 1, 8), np.float32, np.nan)[0] for _ in range(2)]
+    plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"],
+                           p["kv_indices"], p["kv_lens"], return_lse=True, out=outs[0],
+                           lse=lses[0], **plan_kw(p, "fp8_e4m3fn"))
+    for i, j in ((0, 0), (1, 1), (0, 1), (1, 0), (0, 0)):
+        for a in outs:
+            a[...] = POISON_BF16
+        for a in lses:
+            a[...] = np.nan
+        ro, rl = plan.run(out=outs[i], lse=lses[j])
+        assert ro is outs[i] and rl is lses[j]
+        check_decode(outs[i], lses[j], p, "fp8_e4m3fn", seed, SM)
+        assert (outs[1 - i] == POISON_BF16).all(), "seed %d: (%d, %d) wrote the other out" % (
+            seed, i, j)
+        assert np.isnan(lses[1 - j]).all(), "seed %d: (%d, %d) wrote the other lse" % (seed, i, j)
+
+
+def test_cache_freed_device_array(ctx, request):
+    """A planned DeviceArray freed after a run: the next run refuses it
+    instead of reusing its buffer."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e4m3fn")
+    ks = ctx.buffer(p["k_scale"])
+    plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"],
+                           p["kv_indices"], p["kv_lens"], page_size=16, max_kv_len=128,
+                           k_scale=ks, v_scale=p["v_scale"], kv_format="fp8_e4m3fn")
+    run_checked(plan, p, seed, "DeviceArray k_scale", None)
+    ks.free()
+    with pytest.raises(ValueError, match="freed"):
+        plan.run()
+
+
+def test_cache_refresh_after_in_place_change(ctx, request):
+    """A planned operand whose dtype is changed in place: refresh() makes
+    the next run read it again (and refuse it)."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e4m3fn")
+    plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"],
+                           p["kv_indices"], p["kv_lens"], **plan_kw(p, "fp8_e4m3fn"))
+    run_checked(plan, p, seed, "planned", None)
+    p["v_scale"].dtype = np.int32  # the same bytes, now int32: not a scale
+    plan.refresh()
+    with pytest.raises(qattn.QattnError) as e:
+        plan.run()
+    assert e.value.status_name == "QATTN_ERR_DTYPE"
+
+
+def test_cache_bookkeeping(cpu, request):
+    """On cpu the cache is in use (else the cases above test nothing of it):
+    one entry per distinct call, none for operands without a key."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e4m3fn")
+    plan = cpu.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"],
+                           p["kv_indices"], p["kv_lens"], **plan_kw(p, "fp8_e4m3fn"))
+    o = np.empty(plan.out_shape, np.uint16)
+    for _ in range(3):
+        plan.run(p["q"], out=o)
+    assert len(plan._args_cache) == 1
+    plan.run(p["q"], k_cache=p["k_cache"], v_cache=p["v_cache"], kv_lens=p["kv_lens"], out=o)
+    assert len(plan._args_cache) == 1  # the planned objects passed: the same key
+    plan.run(p["q"], out=o, **other_page_table(rng, p))
+    assert len(plan._args_cache) == 2
+    plan.refresh()
+    assert len(plan._args_cache) == 0
+    if hasattr(p["q"], "__dlpack__"):
+        dl = cpu.decode_plan(p["q"], DLPackOnly(p["k_cache"]), p["v_cache"], p["kv_indptr"],
+                             p["kv_indices"], p["kv_lens"], **plan_kw(p, "fp8_e4m3fn"))
+        dl.run(out=o)
+        dl.run(out=o)
+        assert len(dl._args_cache) == 0, "a DLPack-only operand has no key"
+    k_new, v_new, sm, kc, vc, ks, vs = make_store(rng, "fp8_e4m3fn")
+    cpu.kv_store(k_new, v_new, sm, kc, vc, ks, vs, kv_format="fp8_e4m3fn")
+    store_cache = cpu._kv_store._args_cache
+    store_cache.clear()  # the module's cpu context: other tests' entries
+    for fmt, n in (("fp8_e4m3fn", 1), ("fp8_e4m3fn", 1), ("fp8_e4m3fnuz", 2)):
+        cpu.kv_store(k_new, v_new, sm, kc, vc, ks, vs, kv_format=fmt)
+        assert len(store_cache) == n, fmt
+
+
+def test_cache_kv_store(ctx, cpu, request):
+    """The same arrays with another format, then shorter views at the same
+    addresses: each call writes what its own arguments say."""
+    seed, rng = seeded(request)
+    k_new, v_new, sm, kc, vc, ks, vs = make_store(rng, "fp8_e4m3fn")
+
+    def expect(fmt, n):
+        _, _, _, kc2, vc2, ks2, vs2 = make_store(np.random.default_rng(seed), fmt)
+        cpu.kv_store(k_new[:n].copy(), v_new[:n].copy(), sm[:n].copy(), kc2, vc2, ks2, vs2,
+                     kv_format=fmt)
+        return kc2, ks2
+
+    T = len(sm)
+    for fmt, n in (("fp8_e4m3fn", T), ("fp8_e4m3fnuz", T), ("fp8_e4m3fnuz", T - 3),
+                   ("fp8_e4m3fn", T - 3)):
+        kc[...], vc[...], ks[...], vs[...] = 0, 0, -1.0, -1.0
+        ctx.kv_store(k_new[:n], v_new[:n], sm[:n], kc, vc, ks, vs, kv_format=fmt)
+        kc2, ks2 = expect(fmt, n)
+        assert (kc == kc2).all() and (ks.view(np.uint32) == ks2.view(np.uint32)).all(), \
+            "seed %d: %s, %d tokens" % (seed, fmt, n)
+    assert not (expect("fp8_e4m3fn", T)[0] == expect("fp8_e4m3fnuz", T)[0]).all()
+    assert not (expect("fp8_e4m3fnuz", T)[0] == expect("fp8_e4m3fnuz", T - 3)[0]).all()
+
+
+def test_cache_mqa_operands(ctx, request):
+    """MQA logits with the planned k swapped for another, the same q object
+    with other ranges, and the planned operands again."""
+    seed, rng = seeded(request)
+    q, k, k_scale, w, ks, ke = make_mqa(rng)
+    plan = ctx.mqa_logits_plan(q, k, k_scale, w, ks, ke, q_format="fp8_e4m3fn",
+                               k_format="fp8_e4m3fn")
+    _, k2, k_scale2, _, ks2, ke2 = make_mqa(rng)
+    prev = None
+    for call in ({}, dict(k=k2, k_scale=k_scale2), dict(k=k, k_scale=k_scale),
+                 dict(q=q, ks=ks2, ke=ke2), {}):
+        out = plan.run(**call)
+        d = dict(q=q, k=k, k_scale=k_scale, weights=w, ks=ks, ke=ke)
+        d.update(call)
+        ref, mag = mqa_ref(d["q"], d["k"], d["k_scale"], w, d["ks"], d["ke"], "fp8_e4m3fn",
+                           "fp8_e4m3fn")
+        inf = np.isneginf(ref)
+        assert (np.isneginf(out) == inf).all(), "seed %d: %s" % (seed, sorted(call))
+        assert (np.abs(out[~inf] - ref[~inf]) <= 4e-5 * mag[~inf] + 1e-6).all(), \
+            "seed %d: %s" % (seed, sorted(call))
+        if prev is not None:
+            assert not np.array_equal(np.nan_to_num(ref), np.nan_to_num(prev)), "cannot fail"
+        prev = ref
+
+
+def test_cache_bind_per_layer(ctx, request):
+    """plan.bind() per layer: each bound plan reads its own caches and
+    scales, the original plan keeps its own, and none leaks into another."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e4m3fn")
+    plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"],
+                           p["kv_indices"], p["kv_lens"], **plan_kw(p, "fp8_e4m3fn"))
+    layer2 = dict(k_cache=random_fp8(rng, p["k_cache"].shape, "fp8_e4m3fn"),
+                  v_cache=random_fp8(rng, p["v_cache"].shape, "fp8_e4m3fn"),
+                  k_scale=rng.uniform(0.001, 0.02, p["k_scale"].shape).astype(np.float32),
+                  v_scale=rng.uniform(0.001, 0.02, p["v_scale"].shape).astype(np.float32))
+    plan2 = plan.bind(**layer2)
+    assert plan2.id != plan.id and plan2.workspace is plan.workspace
+    r = None
+    for _ in range(2):
+        r = run_checked(plan, p, seed, "layer 1", r, q=p["q"])
+        o = np.empty(plan.out_shape, np.uint16)
+        o[...] = POISON_BF16
+        plan2.run(p["q"], out=o)
+        check_decode(o, None, dict(p, **layer2), "fp8_e4m3fn", seed, SM)
+        ref2 = decode_out(p, **layer2)
+        assert np.abs(ref2 - r).max() > 0.1, "a case that cannot fail"
+        r = ref2
+    # layer 1's operands passed to the layer-2 plan: read, not its bound ones
+    r = run_checked(plan2, p, seed, "layer 1 through plan2", r, k_cache=p["k_cache"],
+                    v_cache=p["v_cache"], k_scale=p["k_scale"], v_scale=p["v_scale"])
+    if ctx.backend == "cpu":  # layer 2's bound objects are not part of plan2's key
+        assert plan2._bound[1] is layer2["k_cache"]
+    with pytest.raises(TypeError, match="bind: o"):
+        plan.bind(o=np.empty(1))

@@ -304,3 +304,29 @@ def test_errors_on_torch_tensors(hip):
     with pytest.raises(qattn.QattnError) as e:
         plan.run(p["q"].float())  # f32 queries: the plan was made for bf16
     assert e.value.status_name.startswith("QATTN_ERR_") and e.value.message
+
+
+def test_arg_cache_torch(hip):
+    """The argument cache on torch tensors: another layer's caches bound
+    (plan.bind) and passed, another block table with the same q, and the
+    planned operands again, alternating; each against the float64 reference."""
+    p, p2 = make_paged(23), make_paged(24)  # the same shapes: p2 is another layer
+    plan = plan_for(hip, p)
+    layer2 = plan.bind(k_cache=p2["k_cache"], v_cache=p2["v_cache"], k_scale=p2["k_scale"],
+                       v_scale=p2["v_scale"])
+    q = p["q"]
+    mixed = dict(p2, q=q, block_table=p["block_table"], lens=p["lens"])
+    other = dict(p, block_table=p2["block_table"], lens=p2["lens"])
+    refs = [decode_ref64(d) for d in (p, mixed, other)]
+    assert (refs[0] - refs[1]).abs().max() > 0.1 and (refs[0] - refs[2]).abs().max() > 0.1
+    out = torch.empty(q.shape, dtype=torch.bfloat16, device="cuda")
+    indptr2, indices2 = paging_of(p2["block_table"])
+    for _ in range(2):
+        plan.run(q, out=out)
+        assert_decode_close(out, refs[0], "planned")
+        layer2.run(q, out=out)
+        assert_decode_close(out, refs[1], "layer 2 bound")
+        plan.run(q, p2["k_cache"], p2["v_cache"], p2["k_scale"], p2["v_scale"], out=out)
+        assert_decode_close(out, refs[1], "layer 2 passed")
+        plan.run(q, kv_indptr=indptr2, kv_indices=indices2, kv_lens=p2["lens"], out=out)
+        assert_decode_close(out, refs[2], "another block table")
