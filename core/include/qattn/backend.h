@@ -313,6 +313,12 @@ static inline qattn_kv_store_views qattn_kv_store_views_of(const qattn_kv_store_
     return r;
 }
 
+/* The inline helpers qattn_decode_cache_views_of,
+ * qattn_decode_cache_views_arrays and qattn_decode_read_launch_of were
+ * folded into the builders below: qattn_decode_kernel_args_of and
+ * qattn_decode_read_args_of fill the same views and split counts into the
+ * kernels' blocks. */
+
 /** The device address of a tensor's element 0 as a backend resolves its
  *  buffers; 0 for an absent tensor (buffer NULL). */
 typedef uint64_t (*qattn_address_fn)(const qattn_tensor *t);
