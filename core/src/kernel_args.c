@@ -28,11 +28,11 @@ static cache_views cache_views_of(const qattn_decode_args *a) {
 
 /* The fields decode's stage block and the decode-pattern read's block share,
  * by name: the call's tensors, q's and the paging tensors' strides. */
-#define PUT_CALL_FIELDS(d, a, address, k, v)                      \
+#define PUT_CALL_FIELDS(d, a, address, k_addr, v_addr)            \
     do {                                                          \
         (d).q = address(&(a)->q);                                 \
-        (d).k = (k);                                              \
-        (d).v = (v);                                              \
+        (d).k = (k_addr);                                         \
+        (d).v = (v_addr);                                         \
         (d).ks = address(&(a)->k_scale);                          \
         (d).vs = address(&(a)->v_scale);                          \
         (d).indptr = address(&(a)->kv_indptr);                    \
