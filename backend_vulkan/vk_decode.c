@@ -23,12 +23,16 @@ int qattn_vk_decode_launch_of(const qattn_decode_plan *p, qattn_vk_decode_launch
                               size_t n) {
     memset(out, 0, sizeof *out);
     const char *dt = dtype_suffix(p->kv_dtype);
-    if (!dt || (p->variant != QATTN_DECODE_SIMT && p->variant != QATTN_DECODE_MATRIX)) {
+    if (!dt || (p->variant != QATTN_DECODE_SIMT && p->variant != QATTN_DECODE_MATRIX &&
+                p->variant != QATTN_DECODE_REGS)) {
         snprintf(why, n, "no tiled kernel for variant %s with a %s cache",
                  qattn_decode_variant_name(p->variant), qattn_dtype_name(p->kv_dtype));
         return 0;
     }
-    snprintf(out->shader, sizeof out->shader, "decode_%s_%s", qattn_decode_variant_name(p->variant), dt);
+    if (p->variant == QATTN_DECODE_REGS) /* its head dim is compiled in */
+        snprintf(out->shader, sizeof out->shader, "decode_regs_%s_d%d", dt, (int)p->head_dim);
+    else
+        snprintf(out->shader, sizeof out->shader, "decode_%s_%s", qattn_decode_variant_name(p->variant), dt);
     const uint32_t spec[] = {(uint32_t)p->workgroup_size, (uint32_t)p->head_dim, (uint32_t)p->rows,
                              (uint32_t)p->q_heads_per_workgroup, (uint32_t)p->row_slots,
                              (uint32_t)p->subgroup_size, (uint32_t)p->load_bytes,
@@ -47,7 +51,7 @@ int qattn_vk_decode_launch_of(const qattn_decode_plan *p, qattn_vk_decode_launch
 static int device_fits(const qattn_vk *vk, const qattn_decode_plan *p, const qattn_vk_decode_launch *l,
                        char *why, size_t n) {
     const uint32_t *lim = vk->props.limits.maxComputeWorkGroupCount;
-    if (p->variant == QATTN_DECODE_MATRIX && !vk->has_coopmat) {
+    if (p->variant != QATTN_DECODE_SIMT && !vk->has_coopmat) {
         snprintf(why, n, "no cooperative matrix on this device");
         return 0;
     }
@@ -58,6 +62,10 @@ static int device_fits(const qattn_vk *vk, const qattn_decode_plan *p, const qat
                      vk->caps.subgroup_size_min, vk->caps.subgroup_size_max);
             return 0;
         }
+    }
+    if (p->variant == QATTN_DECODE_REGS && !(vk->caps.features & QATTN_FEAT_FRAGMENT_LAYOUT)) {
+        snprintf(why, n, "the fragment layout probe did not match the regs kernel's layout (%.80s)", vk->frag_layout);
+        return 0;
     }
     if (p->shared_bytes > vk->caps.max_shared_bytes) {
         snprintf(why, n, "plan's %u B of shared memory > the device's %u", (unsigned)p->shared_bytes,

@@ -322,6 +322,13 @@ static qattn_status create_runtime(qattn_vk *vk, char *err, size_t n) {
     return QATTN_OK;
 }
 
+/* The fragment layout of the device's matrix unit (vk_fragment_probe.c). */
+static qattn_status probe(qattn_vk *vk, char *err, size_t n) {
+    const qattn_status s = qattn_vk_probe_fragments(vk);
+    if (s != QATTN_OK) snprintf(err, n, "vulkan: the fragment layout probe failed: %s", vk->message);
+    return s;
+}
+
 /* The end of every creation: validation spoke, or the context is ready. */
 static qattn_status finish_create(qattn_vk *vk, qattn_status s, void **be, char *err, size_t err_size) {
     if (s == QATTN_OK && vk->n_messages > 0) {
@@ -359,6 +366,7 @@ qattn_status qattn_vk_create(const qattn_context_options *options, void **be, ch
     if (s == QATTN_OK) s = create_device(vk, err, err_size);
     if (s == QATTN_OK) s = create_runtime(vk, err, err_size);
     qattn_vk_lifetime_unlock();
+    if (s == QATTN_OK) s = probe(vk, err, err_size);
     return finish_create(vk, s, be, err, err_size); /* destroys on failure, taking the lock */
 }
 
@@ -412,6 +420,7 @@ qattn_status qattn_vk_import(const qattn_vulkan_device *d, const qattn_context_o
     }
     if (s == QATTN_OK) s = import_device(vk, d, err, err_size);
     if (s == QATTN_OK) s = create_runtime(vk, err, err_size);
+    if (s == QATTN_OK) s = probe(vk, err, err_size);
     return finish_create(vk, s, be, err, err_size);
 }
 

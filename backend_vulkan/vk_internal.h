@@ -159,6 +159,9 @@ typedef struct qattn_vk {
     uint32_t mem_staging;               /* host-visible | host-coherent */
     int has_coopmat;                    /* VK_KHR_cooperative_matrix enabled */
     int has_subgroup_size_control;      /* requiredSubgroupSizeStages has compute */
+    /* What the fragment probe (vk_fragment_probe.c) found: "nv-m16n8k16"
+     * when QATTN_FEAT_FRAGMENT_LAYOUT is set, else why not. */
+    char frag_layout[256];
     qattn_device_caps caps;
 
     VkCommandPool pool;
@@ -383,6 +386,12 @@ int qattn_vk_paged_mqa_supports(qattn_vk *vk, const qattn_paged_mqa_logits_plan 
 /* The matrix ceiling of a coopmat MQA plan (vk_ceiling.c). */
 qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, double *tflops);
 int qattn_vk_decode_supports(qattn_vk *vk, const qattn_decode_plan *plan);
+/* Runs shaders/fragment_probe.comp once: sets QATTN_FEAT_FRAGMENT_LAYOUT in
+ * vk->caps when the device's f16 fragments hold their elements as the regs
+ * decode kernel assumes, and says what it found in vk->frag_layout. A
+ * failure of the probe itself leaves the bit clear (the kernel is then not
+ * chosen); only a lost device is an error. */
+qattn_status qattn_vk_probe_fragments(qattn_vk *vk);
 /* The launches of a decode plan, derived from the plan alone (no device):
  * what qattn_vk_decode records, so a launch-free test can compare them with
  * the plan. Returns 0 (with why) for a plan no tiled shader runs. */

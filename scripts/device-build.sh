@@ -18,7 +18,7 @@ scripts/toolchain.sh bash -c "
   cmake -S $top/.devbuild/src -B $top/.devbuild/all -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_SHARED_LIBS=OFF -DQATTN_VULKAN=ON -DQATTN_HIP=OFF >/dev/null
   cmake --build $top/.devbuild/all -j \$(nproc) \
-        --target qattn-bench qattn_parity qattn_big_cache test_plan_decode test_plan_mqa_logits qattn_vk_stats test_vk_embed \
+        --target qattn-bench qattn_parity qattn_big_cache qattn_vk_fragments test_plan_decode test_plan_mqa_logits qattn_vk_stats test_vk_embed \
                  qattn_mqa_tune test_vk_contexts test_vk_hardening qattn_bad_inputs
   # cmocka is a shared library: it travels with the tests.
   mkdir -p $top/.devbuild/all/lib
@@ -33,7 +33,7 @@ fi
 # The GPU machine has glibc 2.39: refuse binaries that need newer symbols.
 for b in .devbuild/all/bench/qattn-bench .devbuild/all/tests/qattn_parity .devbuild/all/tests/qattn_big_cache \
          .devbuild/all/tests/test_plan_* .devbuild/all/tests/test_vk_embed .devbuild/all/tests/test_vk_contexts \
-         .devbuild/all/tests/test_vk_hardening .devbuild/all/tests/qattn_bad_inputs \
+         .devbuild/all/tests/test_vk_hardening .devbuild/all/tests/qattn_bad_inputs .devbuild/all/tests/qattn_vk_fragments \
          $(find .devbuild/hipbin -maxdepth 1 -type f 2>/dev/null) $(ls .devbuild/hipbin/lib/* 2>/dev/null); do
   need=$(objdump -T "$b" | grep -o "GLIBC_2\.[0-9]*" | sort -t. -k2 -n | tail -1)
   echo "$b needs $need"

@@ -12,3 +12,12 @@ foreach(dt fp8fn fp8fnuz i8)
   qattn_shader(NAME decode_matrix_${dt} SOURCE decode_tiled.comp DEFINES KV_${DT}=1 MATRIX=1)
 endforeach()
 qattn_shader(NAME decode_merge SOURCE decode_merge.comp)
+# The register-resident stage 1 (fp8 and int8 caches) and the probe of the
+# fragment layout it builds its operands in.
+foreach(dt fp8fn fp8fnuz i8)
+  string(TOUPPER ${dt} DT)
+  foreach(d 64 128)
+    qattn_shader(NAME decode_regs_${dt}_d${d} SOURCE decode_regs.comp DEFINES KV_${DT}=1 HEAD_DIM=${d})
+  endforeach()
+endforeach()
+qattn_shader(NAME fragment_probe SOURCE fragment_probe.comp)

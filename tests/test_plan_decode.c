@@ -27,6 +27,7 @@
 
 #include "fake_devices.h"
 
+
 #ifdef QATTN_TEST_VK_LAUNCH
 #include "vk_internal.h"
 #endif
@@ -214,7 +215,14 @@ static void check_plan(const qattn_device_caps *c, shape s, qattn_decode_variant
     EXPECT_EQ(p->q_heads_per_workgroup, qh);
     /* variant and row slots */
     const int mn = expected_matrix_n(c, s.dt, rows);
-    const qattn_decode_variant want = pin != QATTN_DECODE_AUTO ? pin : mn ? QATTN_DECODE_MATRIX : QATTN_DECODE_SIMT;
+    /* regs: a known fragment layout and a shape its gate takes (page_size is
+     * the shapes' 16 here) */
+    const int regs = (c->features & QATTN_FEAT_FRAGMENT_LAYOUT) && has_f16_shape(c, 16) && s.dt != QATTN_BF16 &&
+                     (s.D == 64 || s.D == 128) && expected_subgroup(c) == 32;
+    const qattn_decode_variant want = pin != QATTN_DECODE_AUTO ? pin
+                                      : regs                   ? QATTN_DECODE_REGS
+                                      : mn                     ? QATTN_DECODE_MATRIX
+                                                               : QATTN_DECODE_SIMT;
     EXPECT_EQ(p->variant, want);
     if (p->variant == QATTN_DECODE_MATRIX) {
         EXPECT(mn != 0);
@@ -225,6 +233,15 @@ static void check_plan(const qattn_device_caps *c, shape s, qattn_decode_variant
         EXPECT_EQ(p->matrix_shape.c_type, QATTN_F32);
         EXPECT_EQ(p->row_slots, mn);
         EXPECT(p->row_slots >= rows);
+        /* the fake devices' fragment layouts are unknown, or the shape is one regs refuses */
+        if (pin == QATTN_DECODE_AUTO) expect_contains(p->reason, "regs gate");
+    } else if (p->variant == QATTN_DECODE_REGS) {
+        EXPECT_EQ(p->row_slots, 16);
+        EXPECT_EQ(p->matrix_shape.n, 16);
+        EXPECT_EQ(p->page_tiled, 1);
+        EXPECT_EQ(p->load_bytes, 16);
+        EXPECT(s.D == 64 || s.D == 128);
+        EXPECT(s.dt != QATTN_BF16);
         if (pin == QATTN_DECODE_AUTO) EXPECT_EQ(p->reason[0], '\0');
     } else {
         EXPECT_EQ(p->row_slots, rows);
@@ -235,7 +252,7 @@ static void check_plan(const qattn_device_caps *c, shape s, qattn_decode_variant
     }
     if (pin != QATTN_DECODE_AUTO) expect_contains(p->reason, "pinned");
     /* shared memory: exactly the shader's, within the device */
-    EXPECT_EQ(p->shared_bytes, shader_shared_bytes(s.D, p->row_slots));
+    EXPECT_EQ(p->shared_bytes, p->variant == QATTN_DECODE_REGS ? 0u : shader_shared_bytes(s.D, p->row_slots));
     EXPECT(p->shared_bytes <= c->max_shared_bytes);
     /* splits */
     const int64_t S = p->num_splits, K = p->keys_per_split;
@@ -308,6 +325,11 @@ static int sweep(plan_visitor visit) {
             expect_contains(err, "matrix gate");
             continue;
         }
+        if (v == QATTN_DECODE_REGS) { /* no fake device here knows its fragment layout */
+            EXPECT_EQ(st, QATTN_ERR_VARIANT_GATE);
+            expect_contains(err, "regs gate");
+            continue;
+        }
         if (st != QATTN_OK) print_error("refused: %s\n", err);
         EXPECT_EQ(st, QATTN_OK);
         check_plan(c, s, v, forced[fi], &p);
@@ -343,7 +365,7 @@ static void test_devices(void **state) {
         EXPECT_EQ(p.row_slots, 8);
         EXPECT_EQ(p.subgroup_size, 32);
         EXPECT_EQ(p.workgroup_size, 32);
-        EXPECT_EQ(p.reason[0], '\0');
+        expect_contains(p.reason, "regs gate: the fragment layout");
         /* 16 rows (G 8, R 2) take 16x16x16 */
         s.R = 2;
         assert_int_equal(plan_shape(&h, s, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
@@ -1180,8 +1202,11 @@ static void check_launch(const qattn_device_caps *c, shape s, qattn_decode_varia
     if (!ok) print_error("no launch: %s\n", why);
     EXPECT(ok);
     char name[48];
-    snprintf(name, sizeof name, "decode_%s_%s", p->variant == QATTN_DECODE_MATRIX ? "matrix" : "simt",
-             dtype_tag(p->kv_dtype));
+    if (p->variant == QATTN_DECODE_REGS)
+        snprintf(name, sizeof name, "decode_regs_%s_d%d", dtype_tag(p->kv_dtype), (int)p->head_dim);
+    else
+        snprintf(name, sizeof name, "decode_%s_%s", p->variant == QATTN_DECODE_MATRIX ? "matrix" : "simt",
+                 dtype_tag(p->kv_dtype));
     if (strcmp(l.shader, name) != 0) print_error("shader %s, expected %s\n", l.shader, name);
     EXPECT(strcmp(l.shader, name) == 0);
     EXPECT(qattn_vk_has_shader(l.shader));
@@ -1231,6 +1256,70 @@ static void test_vk_launch(void **state) {
 }
 #endif
 
+/* ---- the register-resident variant ----
+ * The H200 with its fragment layout probed: AUTO takes regs for fp8 and
+ * int8 caches of D 64 / 128 in pages of a multiple of 16 rows, and steps to
+ * matrix (saying why) for anything else; a pin outside the gate fails. */
+static void test_regs_gate(void **state) {
+    (void)state;
+    qattn_device_caps h = caps_h200();
+    h.features |= QATTN_FEAT_FRAGMENT_LAYOUT;
+    qattn_decode_plan p;
+    char err[256];
+    static const qattn_dtype dts[] = {QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FNUZ, QATTN_I8};
+    static const int dims[] = {64, 128};
+    for (int i = 0; i < 3; ++i)
+        for (int d = 0; d < 2; ++d)
+            for (int r = 1; r <= 8; r *= 2) {
+                shape s = TARGET;
+                s.dt = dts[i];
+                s.D = dims[d];
+                s.R = r;
+                assert_int_equal(plan_shape(&h, s, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
+                EXPECT_EQ(p.variant, QATTN_DECODE_REGS);
+                check_plan(&h, s, QATTN_DECODE_AUTO, 0, &p);
+                EXPECT_EQ(p.shared_bytes, 0u);
+                EXPECT_EQ(p.q_heads_per_workgroup, expected_qh(4, r));
+                /* the partials are written in dim order: the merge swaps nothing */
+                qattn_decode_tile_args t;
+                qattn_decode_merge_args m;
+                qattn_decode_args a = args_of(s);
+                char why[160];
+                assert_int_equal(qattn_decode_kernel_args_of(&p, &a, fake_address, 0x10000, &t, &m, why, sizeof why),
+                                 QATTN_OK);
+                EXPECT_EQ(m.perm, 0);
+            }
+    /* outside the gate: matrix, with the reason */
+    struct {
+        qattn_dtype dt;
+        int D, page;
+        const char *why;
+    } out[] = {{QATTN_FP8_E4M3FN, 256, 16, "head dim 256"}, {QATTN_I8, 128, 1, "page_size 1"},
+               {QATTN_FP8_E4M3FN, 128, 8, "page_size 8"}, {QATTN_BF16, 128, 16, "bf16"}};
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; ++i) {
+        shape s = TARGET;
+        s.dt = out[i].dt;
+        s.D = out[i].D;
+        qattn_decode_args a = args_of(s);
+        a.page_size = out[i].page;
+        assert_int_equal(plan_of(&h, &a, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
+        EXPECT(p.variant != QATTN_DECODE_REGS);
+        if (out[i].dt != QATTN_BF16) {
+            EXPECT_EQ(p.variant, QATTN_DECODE_MATRIX);
+            expect_contains(p.reason, out[i].why);
+        }
+        assert_int_equal(plan_of(&h, &a, QATTN_DECODE_REGS, 0, &p, err), QATTN_ERR_VARIANT_GATE);
+        expect_contains(err, out[i].why);
+    }
+    /* a device without the layout: matrix, and the reason names the layout */
+    shape s = TARGET;
+    const qattn_device_caps plain = caps_h200();
+    assert_int_equal(plan_shape(&plain, s, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
+    EXPECT_EQ(p.variant, QATTN_DECODE_MATRIX);
+    expect_contains(p.reason, "fragment layout");
+}
+
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sweep),
@@ -1254,6 +1343,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_env_pin),
+        cmocka_unit_test(test_regs_gate),
 #ifdef QATTN_TEST_VK_LAUNCH
         cmocka_unit_test(test_vk_launch),
 #endif

@@ -32,3 +32,16 @@ if(QATTN_HAVE_VULKAN)
   set_tests_properties(parity_vulkan_full PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 7200
                        LABELS "vulkan;parity;full" ENVIRONMENT "${_vk_env}")
 endif()
+# The fragment layout probe (backend_vulkan/vk_fragment_probe.c): on a device
+# with cooperative matrices it must agree with the capability it sets;
+# skipped on lavapipe, which has none.
+if(QATTN_HAVE_VULKAN)
+  add_executable(qattn_vk_fragments ${CMAKE_CURRENT_SOURCE_DIR}/vk_fragments.c)
+  target_link_libraries(qattn_vk_fragments PRIVATE qattn_core qattn_vulkan)
+  target_include_directories(qattn_vk_fragments PRIVATE ${PROJECT_SOURCE_DIR}/core/src
+    ${PROJECT_SOURCE_DIR}/backend_vulkan ${QATTN_VOLK_INCLUDE_DIR} ${QATTN_VULKAN_INCLUDE_DIR})
+  target_compile_definitions(qattn_vk_fragments PRIVATE VK_NO_PROTOTYPES)
+  add_test(NAME vk_fragments COMMAND qattn_vk_fragments)
+  set_tests_properties(vk_fragments PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "vulkan"
+                       ENVIRONMENT "${_vk_env}")
+endif()

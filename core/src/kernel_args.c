@@ -109,7 +109,9 @@ qattn_status qattn_decode_kernel_args_of(const qattn_decode_plan *plan, const qa
     m.D = plan->head_dim_v;
     /* fp8 and int8 stages write each 4 dims in the order their decode
      * produces them: 0, 2, 1, 3 */
-    m.perm = plan->kv_dtype != QATTN_BF16;
+    /* The tiled kernels stage dims with positions 1, 2 of each group of four
+     * swapped; the register-resident one writes its partials in dim order. */
+    m.perm = plan->variant != QATTN_DECODE_REGS && plan->kv_dtype != QATTN_BF16;
     m.flags = (qattn_tensor_present(&a->sinks) ? QATTN_DECODE_MERGE_SINKS : 0) |
               (qattn_tensor_present(&a->lse) ? QATTN_DECODE_MERGE_LSE : 0);
     /* The staged V values times this are the decoded ones (fp8: the power

@@ -50,6 +50,7 @@ const char *qattn_decode_variant_name(qattn_decode_variant v) {
     case QATTN_DECODE_AUTO: return "auto";
     case QATTN_DECODE_SIMT: return "simt";
     case QATTN_DECODE_MATRIX: return "matrix";
+    case QATTN_DECODE_REGS: return "regs";
     default: return "invalid";
     }
 }
@@ -135,6 +136,46 @@ static int matrix_gate(const qattn_device_caps *caps, const qattn_decode_args *a
         return 0;
     }
     *shape = s;
+    return 1;
+}
+
+/* The register-resident variant's gate (shaders/decode_regs.comp): every
+ * query row of a workgroup on the M side of one 16x16x16 f16 fragment, each
+ * lane building its K and V fragments from its own 16-byte loads, which
+ * needs the device's fragment layout, subgroups of 32, whole 16-byte K/V
+ * chunks, and tiles that lie in one page. */
+static int regs_gate(const qattn_device_caps *caps, const qattn_decode_args *a, uint32_t sg, int32_t load,
+                     char *why, size_t n) {
+    const int cr = a->k_cache.rank;
+    const int64_t D = a->k_cache.shape[cr - 1];
+    if (a->k_cache.dtype == QATTN_BF16) {
+        snprintf(why, n, "regs gate: a bf16 cache needs bf16 matrix operands");
+        return 0;
+    }
+    if (!(caps->features & QATTN_FEAT_COOPMAT) || !f16_shape(caps, 16)) {
+        snprintf(why, n, "regs gate: device %s offers no 16x16x16 f16 -> f32 matrix shape", caps->arch);
+        return 0;
+    }
+    if (!(caps->features & QATTN_FEAT_FRAGMENT_LAYOUT)) {
+        snprintf(why, n, "regs gate: the fragment layout of device %s is not one the kernel knows", caps->arch);
+        return 0;
+    }
+    if (sg != 32) {
+        snprintf(why, n, "regs gate: subgroups of %u lanes (the kernel's fragments need 32)", (unsigned)sg);
+        return 0;
+    }
+    if (D != 64 && D != 128) {
+        snprintf(why, n, "regs gate: head dim %d (64 or 128)", (int)D);
+        return 0;
+    }
+    if (a->page_size % TILE_KEYS != 0) {
+        snprintf(why, n, "regs gate: page_size %d is not a multiple of %d", (int)a->page_size, TILE_KEYS);
+        return 0;
+    }
+    if (load < 16) {
+        snprintf(why, n, "regs gate: K/V rows allow %d-byte loads (16 needed)", (int)load);
+        return 0;
+    }
     return 1;
 }
 
@@ -226,13 +267,21 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
     const qattn_matrix_shape *shape = NULL;
     char why_matrix[QATTN_REASON_BYTES] = "";
     const int matrix_ok = matrix_gate(caps, args, rows, &shape, why_matrix, sizeof why_matrix);
+    const int32_t load = load_bytes(args);
+    char why_regs[QATTN_REASON_BYTES] = "";
+    const int regs_ok = regs_gate(caps, args, sg, load, why_regs, sizeof why_regs);
     if (pin == QATTN_DECODE_MATRIX && !matrix_ok)
         return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE, "pinned %s", why_matrix);
+    if (pin == QATTN_DECODE_REGS && !regs_ok)
+        return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE, "pinned %s", why_regs);
     if (pin != QATTN_DECODE_AUTO) {
         p.variant = pin;
         snprintf(p.reason, sizeof p.reason, "pinned");
+    } else if (regs_ok) {
+        p.variant = QATTN_DECODE_REGS;
     } else if (matrix_ok) {
         p.variant = QATTN_DECODE_MATRIX;
+        snprintf(p.reason, sizeof p.reason, "%s", why_regs);
     } else {
         p.variant = QATTN_DECODE_SIMT;
         snprintf(p.reason, sizeof p.reason, "%s", why_matrix);
@@ -260,17 +309,21 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
                                   TILE_KEYS, (int)args->page_size);
         }
     }
-    p.load_bytes = load_bytes(args);
+    p.load_bytes = load;
     if (p.load_bytes < 16) note(&p, "K/V rows allow %d-byte loads", (int)p.load_bytes);
     p.q_heads_per_workgroup = (int32_t)qh;
     p.head_blocks = (int32_t)(G / qh);
     if (p.variant == QATTN_DECODE_MATRIX) {
         p.matrix_shape = *shape;
         p.row_slots = shape->n;
+    } else if (p.variant == QATTN_DECODE_REGS) {
+        p.matrix_shape = *f16_shape(caps, 16);
+        p.row_slots = 16; /* the fragments' M */
     } else {
         p.row_slots = (int32_t)rows;
     }
-    const uint64_t sh = tiled_shared(D, p.row_slots);
+    /* The register-resident kernel keeps everything in registers. */
+    const uint64_t sh = p.variant == QATTN_DECODE_REGS ? 0u : tiled_shared(D, p.row_slots);
     if (sh > caps->max_shared_bytes)
         return qattn__err(err, err_size, QATTN_ERR_UNSUPPORTED,
                           "decode: a tile of D %" PRId64 " for %d rows needs %" PRIu64
@@ -379,7 +432,7 @@ qattn_status qattn_decode_plan_create(qattn_context *ctx, const qattn_decode_arg
         const char *env = qattn__getenv("QATTN_DECODE_VARIANT");
         if (env && !parse_variant(env, &o.variant))
             return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT,
-                               "QATTN_DECODE_VARIANT=%s: not one of auto, simt, matrix", env);
+                               "QATTN_DECODE_VARIANT=%s: not one of auto, simt, matrix, regs", env);
     }
     qattn_decode_plan p;
     /* validation checked the shapes' bounds and o is read: plan directly */
@@ -392,14 +445,24 @@ qattn_status qattn_decode_plan_create(qattn_context *ctx, const qattn_decode_arg
      * unsupported. */
     const int pinned = o.variant != QATTN_DECODE_AUTO;
     const qattn_backend_iface *ifc = ctx->iface;
-    if (ifc->supports_op && !ifc->supports_op(ctx->be, QATTN_OP_DECODE, &p) && !pinned &&
-        p.variant == QATTN_DECODE_MATRIX) {
-        qattn_decode_options simt = o;
-        simt.variant = QATTN_DECODE_SIMT;
-        s = plan_checked(&ctx->caps, args, &simt, &p, ctx->last_error, sizeof ctx->last_error);
-        if (s != QATTN_OK) return s;
-        qattn_decode_plan stepped = p;
-        snprintf(stepped.reason, sizeof stepped.reason, "matrix refused by the backend");
+    /* AUTO steps down regs -> matrix -> simt while the backend refuses;
+     * each step's plan passes its own gate or is skipped. */
+    static const qattn_decode_variant order[] = {QATTN_DECODE_REGS, QATTN_DECODE_MATRIX, QATTN_DECODE_SIMT};
+    for (int i = 0; i < 2 && !pinned && ifc->supports_op; ++i) {
+        if (p.variant != order[i] || ifc->supports_op(ctx->be, QATTN_OP_DECODE, &p)) continue;
+        const qattn_decode_variant refused = p.variant;
+        qattn_decode_options next = o;
+        qattn_decode_plan q;
+        next.variant = order[i + 1];
+        if (plan_checked(&ctx->caps, args, &next, &q, ctx->last_error, sizeof ctx->last_error) != QATTN_OK) {
+            if (order[i + 1] == QATTN_DECODE_SIMT) return QATTN_ERR_UNSUPPORTED;
+            next.variant = QATTN_DECODE_SIMT;
+            s = plan_checked(&ctx->caps, args, &next, &q, ctx->last_error, sizeof ctx->last_error);
+            if (s != QATTN_OK) return s;
+        }
+        qattn_decode_plan stepped = q;
+        snprintf(stepped.reason, sizeof stepped.reason, "%s refused by the backend",
+                 qattn_decode_variant_name(refused));
         qattn__seal_decode_plan(&p, &stepped, args); /* the reason changed */
     }
     if (ifc->supports_op && !ifc->supports_op(ctx->be, QATTN_OP_DECODE, &p))

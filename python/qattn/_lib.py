@@ -18,7 +18,7 @@ DTYPE_NAMES = {BF16: "bf16", F16: "f16", F32: "f32", I32: "i32", I8: "i8",
 DTYPE_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
 DTYPE_SIZE = {BF16: 2, F16: 2, F32: 4, I32: 4, I8: 1, FP8_E4M3FN: 1, FP8_E4M3FNUZ: 1}
 
-DECODE_VARIANTS = {"auto": 0, "simt": 1, "matrix": 2}
+DECODE_VARIANTS = {"auto": 0, "simt": 1, "matrix": 2, "regs": 3}
 MQA_VARIANTS = {"auto": 0, "direct": 1, "staged": 2, "coopmat": 3}
 
 MAX_RANK = 4

@@ -209,7 +209,12 @@ enum {
      * matrix_shapes entry with an fp8 a_type. */
     QATTN_FEAT_BF16 = 1u << 6,             /* bf16 arithmetic/conversion */
     QATTN_FEAT_TIMESTAMPS = 1u << 7,       /* device timer for ops */
-    QATTN_FEAT_SUBGROUP_SIZE_CONTROL = 1u << 8 /* can pin a subgroup size */
+    QATTN_FEAT_SUBGROUP_SIZE_CONTROL = 1u << 8, /* can pin a subgroup size */
+    /* The backend knows which lane holds which element of its 16x16x16 f16
+     * matrix fragments: probed at context creation on Vulkan (the KHR
+     * extension leaves it to the implementation), from the ISA on HIP. The
+     * register-resident decode variant builds fragments lane by lane. */
+    QATTN_FEAT_FRAGMENT_LAYOUT = 1u << 9
 };
 
 /** One matrix-unit shape: C[MxN] (c_type) += A[MxK] (a_type) x B[KxN]. */
@@ -296,10 +301,16 @@ typedef enum qattn_decode_variant {
     /* The same tiles on the matrix unit (f16 x f16 -> f32): fp8 and int8
      * caches on devices with a 16x8x16 or 16x16x16 f16 matrix shape. */
     QATTN_DECODE_MATRIX,
+    /* Register-resident (docs/design.md, "Decode"): query rows on the
+     * matrix M side, keys on N; K and V go from memory straight into
+     * fragment registers, S and P never leave them. fp8 and int8 caches,
+     * pages of a multiple of 16 rows, on a device whose fragment layout is
+     * known (QATTN_FEAT_FRAGMENT_LAYOUT). AUTO prefers it to matrix. */
+    QATTN_DECODE_REGS,
     QATTN_DECODE_VARIANT_COUNT
 } qattn_decode_variant;
 
-/** Returns "simt", "matrix"; "auto" for AUTO; "invalid" otherwise. */
+/** Returns "simt", "matrix", "regs"; "auto" for AUTO; "invalid" otherwise. */
 QATTN_API const char *qattn_decode_variant_name(qattn_decode_variant v);
 
 typedef struct qattn_decode_options {
@@ -387,9 +398,9 @@ typedef struct qattn_decode_plan {
  *  first. `options` may be NULL; QATTN_DECODE_VARIANT in the environment pins
  *  a variant when options do not. Returns QATTN_ERR_VARIANT_GATE when a
  *  pinned variant cannot run, naming the failed condition. When the backend
- *  refuses an AUTO plan of the matrix variant, the plan steps down to simt
- *  ("matrix refused by the backend" in its reason); QATTN_ERR_UNSUPPORTED
- *  only when it refuses that too. */
+ *  refuses an AUTO plan, the plan steps down regs -> matrix -> simt ("regs
+ *  refused by the backend" in its reason); QATTN_ERR_UNSUPPORTED only when
+ *  it refuses simt too. */
 QATTN_API qattn_status qattn_decode_plan_create(qattn_context *ctx,
                                                 const qattn_decode_args *args,
                                                 const qattn_decode_options *options,
