@@ -5,9 +5,10 @@
  * 16x16x16 f16 -> f32 shape and subgroups of 32, shaders/fragment_probe.comp
  * loads index matrices as each operand and reports what every lane holds;
  * QATTN_FEAT_FRAGMENT_LAYOUT is set only when that is exactly the layout
- * the kernel assumes (NVIDIA's mma.m16n8k16 register order):
+ * the kernel assumes (seen on NVIDIA's driver 580 on the H200: mma.m16n8k16's registers, the
+ * two n8 halves of A and the accumulator interleaved):
  *   lane l, g = l / 4, t = l % 4, element i of 8:
- *   A and accumulator: row g + 8 * ((i / 2) % 2), column 2t + i % 2 + 8 * (i / 4)
+ *   A and accumulator: row g + 8 * (i / 4), column 2t + i % 2 + 8 * ((i / 2) % 2)
  *   B: row (k) 2t + i % 2 + 8 * ((i / 2) % 2), column (n) g + 8 * (i / 4)
  * On any other layout the kernel is not offered and vk->frag_layout says
  * what lane 5 held (enough to name the layout a new variant would need). */
@@ -26,7 +27,7 @@ enum { PROBE_OUT = 3 * 256 + 3 };
 static int expected(int use, int lane, int i) {
     const int g = lane / 4, t = lane % 4;
     if (use == 1) return (2 * t + i % 2 + 8 * ((i / 2) % 2)) * 16 + g + 8 * (i / 4);
-    return (g + 8 * ((i / 2) % 2)) * 16 + 2 * t + i % 2 + 8 * (i / 4);
+    return (g + 8 * (i / 4)) * 16 + 2 * t + i % 2 + 8 * ((i / 2) % 2);
 }
 
 static int has_f16_16(const qattn_device_caps *c) {

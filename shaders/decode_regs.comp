@@ -20,7 +20,7 @@
 // probes it at context creation (backend_vulkan/vk_fragment_probe.c) and
 // the planner offers this kernel only where it is, for lane l, g = l / 4,
 // t = l % 4 and element i of 8:
-//   A, accumulator: row g + 8 * ((i / 2) % 2), column 2t + i % 2 + 8 * (i / 4)
+//   A, accumulator: row g + 8 * (i / 4), column 2t + i % 2 + 8 * ((i / 2) % 2)
 //   B: row (k) 2t + i % 2 + 8 * ((i / 2) % 2), column (n) g + 8 * (i / 4)
 //
 // Dimension orders. A lane's K elements of one key are k = 2t, 2t+1, 2t+8,
@@ -182,7 +182,7 @@ void main() {
         }
         [[unroll]] for (int j = 0; j < NB; ++j) {
             [[unroll]] for (int i = 0; i < 8; ++i) {
-                const int h = (i >> 1) & 1, c = (i & 1) * 2 + (i >> 2);
+                const int h = i >> 2, c = (i & 1) * 2 + ((i >> 1) & 1);
                 qa[j][i] = float16_t(qv[h][4 * j + c] * sc[h]);
             }
         }
@@ -305,11 +305,11 @@ void main() {
         FragC s = FragC(0.0);
         [[unroll]] for (int j = 0; j < NB; ++j) s = coopMatMulAdd(qa[j], kf[j], s);
         // 4. online softmax on the accumulator: element i is row
-        // g + 8 * ((i / 2) % 2), key 2t + i % 2 + 8 * (i / 4) = vkey[i % 2 + 2 * (i / 4)]
+        // g + 8 * (i / 4), key 2t + i % 2 + 8 * ((i / 2) % 2) = vkey[i % 4]
         float x[8];
         float tmax[2] = {QA_NEG_INF, QA_NEG_INF};
         [[unroll]] for (int i = 0; i < 8; ++i) {
-            const int h = (i >> 1) & 1, a = (i & 1) + 2 * (i >> 2);
+            const int h = i >> 2, a = i & 3;
             float v = s[i] * cq[h] * ksc[a];
             if (pc.softcap > 0.0) v = pc.softcap * qa_tanh(v / pc.softcap);
             const int p = int(t0) + vkey[a];
@@ -334,13 +334,13 @@ void main() {
         // the maxima settle): one vote, a uniform branch.
         if (subgroupAny(grew)) {
             [[unroll]] for (int j = 0; j < NB; ++j)
-                [[unroll]] for (int i = 0; i < 8; ++i) oacc[j][i] *= alpha[(i >> 1) & 1];
+                [[unroll]] for (int i = 0; i < 8; ++i) oacc[j][i] *= alpha[i >> 2];
             l[0] *= alpha[0];
             l[1] *= alpha[1];
         }
         FragA pa;
         [[unroll]] for (int i = 0; i < 8; ++i) {
-            const int h = (i >> 1) & 1, a = (i & 1) + 2 * (i >> 2);
+            const int h = i >> 2, a = i & 3;
             const float p = x[i] == QA_NEG_INF ? 0.0 : exp2(x[i] - m[h]);
             l[h] += p;
             pa[i] = float16_t(p * vsc[a]);
@@ -370,7 +370,7 @@ void main() {
     const int64_t slot0 = ((int64_t(b) * pc.hkv + kvh) * nrb + rb) * NR;
     [[unroll]] for (int j = 0; j < NB; ++j) {
         [[unroll]] for (int i = 0; i < 8; ++i) {
-            const int h = (i >> 1) & 1, n = 2 * t + (i & 1) + 8 * (i >> 2);
+            const int h = i >> 2, n = 2 * t + (i & 1) + 8 * ((i >> 1) & 1);
             const int d = (n & 7) * (D / 8) + 2 * j + (n >> 3);
             if (real[h]) {
                 const int64_t at = ((slot0 + g + 8 * h) * S + split) * D + d;
