@@ -11,7 +11,8 @@
 //   - every lane loads its own K and V bytes with 16-byte loads and builds
 //     its B fragments from them in registers (exact fp8/int8 -> f16 with
 //     two integer operations per pair of codes), so K and V never pass
-//     through shared memory and no barrier is needed;
+//     through shared memory and the tile loop has no barrier (only q is
+//     staged there, once);
 //   - S's accumulator holds its elements where P's A fragment wants them,
 //     so the softmax runs on the accumulator and P goes to the P V product
 //     without leaving registers.
@@ -79,6 +80,9 @@ const float KF = 1.0;
 #else
 const float KF = 256.0;
 #endif
+
+const int LDQ = D + 8;         // f16 per staged q row (padded against bank conflicts)
+shared float16_t sq[16 * LDQ];
 
 #define FragA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FragB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
@@ -180,12 +184,18 @@ void main() {
             sc[h] = real[h] ? ldexp(1.0, e) : 0.0;
             cq[h] = ldexp(1.0, -e) * pc.sm_scale;
         }
-        [[unroll]] for (int j = 0; j < NB; ++j) {
-            [[unroll]] for (int i = 0; i < 8; ++i) {
-                const int h = i >> 2, c = (i & 1) * 2 + ((i >> 1) & 1);
-                qa[j][i] = float16_t(qv[h][4 * j + c] * sc[h]);
-            }
-        }
+        // Staged once through shared memory and loaded as fragments: built
+        // element by element instead, the compiler kept q in f32 and
+        // converted it again in every tile. Physical dim t * D / 4 + 4j + c
+        // goes to k = 2t + (c >> 1) + 8 * (c & 1) of block j.
+        [[unroll]] for (int h = 0; h < 2; ++h)
+            [[unroll]] for (int j = 0; j < NB; ++j)
+                [[unroll]] for (int c = 0; c < 4; ++c)
+                    sq[(g + 8 * h) * LDQ + 16 * j + 2 * t + (c >> 1) + 8 * (c & 1)] =
+                        float16_t(qv[h][4 * j + c] * sc[h]);
+        controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
+        [[unroll]] for (int j = 0; j < NB; ++j)
+            coopMatLoad(qa[j], sq, 16 * j, LDQ, gl_CooperativeMatrixLayoutRowMajor);
     }
 
     FragC oacc[NB];
@@ -281,9 +291,24 @@ void main() {
                 kf[j][4 * a + 3] = y.y;
             }
         }
-        uint cv[4][VW];
-        [[unroll]] for (int a = 0; a < 4; ++a)
-            [[unroll]] for (int w = 0; w < VW; ++w) cv[a][w] = rv[a][w];
+        // V fragments too, so the words' registers are free for the next
+        // tile: dims 2j, 2j + 1 of the lane's chunk (byte pair j % 2 of word
+        // j / 2) of keys (2t, 2t+1) and (2t+8, 2t+9) pair up into (key, key)
+        // words.
+        FragB vfr[NB];
+        [[unroll]] for (int j = 0; j < NB; ++j) {
+            [[unroll]] for (int a = 0; a < 2; ++a) {
+                const uint w0 = rv[2 * a][j / 2], w1 = rv[2 * a + 1][j / 2];
+                const uint xw = (j & 1) == 0 ? (w0 & 0xFFFFu) | (w1 << 16) : (w0 >> 16) | (w1 & 0xFFFF0000u);
+                uint lo, hi;
+                decode_word(xw, lo, hi);
+                const f16vec2 c0 = unpackFloat2x16(lo), c1 = unpackFloat2x16(hi);
+                vfr[j][2 * a + 0] = c0.x; // keys (2t, 2t+1) or (2t+8, 2t+9) at column g
+                vfr[j][2 * a + 1] = c0.y;
+                vfr[j][2 * a + 4] = c1.x; // the same keys at column g + 8
+                vfr[j][2 * a + 5] = c1.y;
+            }
+        }
         // This lane's keys: 2t, 2t+1, 2t+8, 2t+9 (as vkey): their k scale
         // times KF, zero for a key that does not exist, and v scale.
         float ksc[4], vsc[4];
@@ -310,12 +335,29 @@ void main() {
         float tmax[2] = {QA_NEG_INF, QA_NEG_INF};
         [[unroll]] for (int i = 0; i < 8; ++i) {
             const int h = i >> 2, a = i & 3;
-            float v = s[i] * cq[h] * ksc[a];
-            if (pc.softcap > 0.0) v = pc.softcap * qa_tanh(v / pc.softcap);
-            const int p = int(t0) + vkey[a];
-            const bool vis = real[h] && kex[a] && p >= lo_r[h] && p <= hi_r[h];
-            x[i] = vis ? v * float(QA_LOG2E) : QA_NEG_INF;
-            tmax[h] = max(tmax[h], x[i]);
+            x[i] = s[i] * cq[h] * ksc[a];
+        }
+        if (pc.softcap > 0.0) {
+            [[unroll]] for (int i = 0; i < 8; ++i) x[i] = pc.softcap * qa_tanh(x[i] / pc.softcap);
+        }
+        // Masks only where some key of the tile is hidden from some real row
+        // (one uniform branch; most tiles hide none).
+        const bool whole = klo == 0 && khi == TK && (!real[0] || (int(t0) >= lo_r[0] && int(t0) + TK - 1 <= hi_r[0])) &&
+                           (!real[1] || (int(t0) >= lo_r[1] && int(t0) + TK - 1 <= hi_r[1]));
+        if (subgroupAll(whole)) {
+            [[unroll]] for (int i = 0; i < 8; ++i) {
+                const int h = i >> 2;
+                x[i] = real[h] ? x[i] * float(QA_LOG2E) : QA_NEG_INF;
+                tmax[h] = max(tmax[h], x[i]);
+            }
+        } else {
+            [[unroll]] for (int i = 0; i < 8; ++i) {
+                const int h = i >> 2, a = i & 3;
+                const int p = int(t0) + vkey[a];
+                const bool vis = real[h] && kex[a] && p >= lo_r[h] && p <= hi_r[h];
+                x[i] = vis ? x[i] * float(QA_LOG2E) : QA_NEG_INF;
+                tmax[h] = max(tmax[h], x[i]);
+            }
         }
         [[unroll]] for (int h = 0; h < 2; ++h) {
             tmax[h] = max(tmax[h], subgroupShuffleXor(tmax[h], 1u));
@@ -345,24 +387,8 @@ void main() {
             l[h] += p;
             pa[i] = float16_t(p * vsc[a]);
         }
-        // 5. O += P V, each block's V fragment built from the kept words:
-        // dims 2j, 2j + 1 of the lane's chunk (byte pair j % 2 of word j / 2)
-        // of keys (2t, 2t+1) and (2t+8, 2t+9) pair up into (key, key) words.
-        [[unroll]] for (int j = 0; j < NB; ++j) {
-            FragB vf;
-            [[unroll]] for (int a = 0; a < 2; ++a) {
-                const uint w0 = cv[2 * a][j / 2], w1 = cv[2 * a + 1][j / 2];
-                const uint xw = (j & 1) == 0 ? (w0 & 0xFFFFu) | (w1 << 16) : (w0 >> 16) | (w1 & 0xFFFF0000u);
-                uint lo, hi;
-                decode_word(xw, lo, hi);
-                const f16vec2 c0 = unpackFloat2x16(lo), c1 = unpackFloat2x16(hi);
-                vf[2 * a + 0] = c0.x; // keys (2t, 2t+1) or (2t+8, 2t+9) at column g
-                vf[2 * a + 1] = c0.y;
-                vf[2 * a + 4] = c1.x; // the same keys at column g + 8
-                vf[2 * a + 5] = c1.y;
-            }
-            oacc[j] = coopMatMulAdd(pa, vf, oacc[j]);
-        }
+        // 5. O += P V
+        [[unroll]] for (int j = 0; j < NB; ++j) oacc[j] = coopMatMulAdd(pa, vfr[j], oacc[j]);
     }
 
     // ---- partials: unnormalised O (dim order), m and l per row slot ----
