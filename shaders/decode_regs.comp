@@ -96,8 +96,7 @@ void decode_word(uint x, out uint lo, out uint hi) {
     lo = packFloat2x16(unpackFloat2x16((( x       & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u) - f16vec2(1152.0));
     hi = packFloat2x16(unpackFloat2x16((((x >> 8) & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u) - f16vec2(1152.0));
 #else
-    const uint y = x << 8; // codes 0, 2 where codes 1, 3 are
-    lo = ((y >> 1) & 0x3F803F80u) | (y & 0x80008000u);
+    lo = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);
     hi = ((x >> 1) & 0x3F803F80u) | (x & 0x80008000u);
 #endif
 }
@@ -219,20 +218,13 @@ void main() {
     [[unroll]] for (int a = 0; a < 2; ++a) kkey[a] = g + 8 * a;
     [[unroll]] for (int a = 0; a < 4; ++a) vkey[a] = 2 * t + (a & 1) + 8 * (a >> 1);
     const uint koff = uint(t * (D / 4)), voff = uint(g * (D / 8));
-    // softmax factors per row: 2^-e * sm_scale, with log2(e) where no cap
-    // follows (the cap works in natural units)
-    const float cx[2] = {cq[0] * (pc.softcap > 0.0 ? 1.0 : float(QA_LOG2E)),
-                         cq[1] * (pc.softcap > 0.0 ? 1.0 : float(QA_LOG2E))};
     const uint psz = uint(pc.page_size);
     const int ta = kb - kb % TK;
     uint pe = uint(ta) / psz, prow = uint(ta) % psz; // entry and row of the tile PAGE_OF reads next
     int npage = -1, nrow = 0;
     int nklo = 0, nkhi = 0;                         // keys of the loaded tile that exist
-    // Two sets of load registers, used in turn (the loop runs two tiles per
-    // iteration): with one set, the compiler moved every loaded word into
-    // place for the next tile (~32 moves a tile in the SASS).
-    uint rkA[2][KW], rvA[4][VW], rkB[2][KW], rvB[4][VW];
-    float rsA = 0.0, rsB = 0.0;
+    uint rk[2][KW], rv[4][VW];
+    float rs = 0.0;
 
     #define PAGE_OF()                                                                       \
     {                                                                                       \
@@ -242,33 +234,7 @@ void main() {
         prow += uint(TK);                                                                   \
         if (prow >= psz) { prow = 0u; pe += 1u; }                                           \
     }
-    // The loads of the tile at t0 into RK, RV, RS; a key that does not exist
-    // reads its head's first row (one uniform branch keeps the selects out
-    // of whole tiles).
-    #define LOAD_ROWS(RK, RV, RS, SEL)                                                      \
-    {                                                                                       \
-        [[unroll]] for (int a = 0; a < 2; ++a) {                                            \
-            const uint64_t at = SEL(kkey[a], kt + uint64_t(uint(kkey[a]) * pc.k_rs + koff), kbase); \
-            [[unroll]] for (int w = 0; w < KW; w += 4) {                                    \
-                const uvec4 x = RoU32x4(at + uint64_t(4 * w)).v[0];                         \
-                RK[a][w] = x.x; RK[a][w + 1] = x.y; RK[a][w + 2] = x.z; RK[a][w + 3] = x.w; \
-            }                                                                               \
-        }                                                                                   \
-        [[unroll]] for (int a = 0; a < 4; ++a) {                                            \
-            const uint64_t at = SEL(vkey[a], vt + uint64_t(uint(vkey[a]) * pc.v_rs + voff), vbase); \
-            if (VW == 4) {                                                                  \
-                const uvec4 x = RoU32x4(at).v[0];                                           \
-                RV[a][0] = x.x; RV[a][1] = x.y; RV[a][2 % VW] = x.z; RV[a][3 % VW] = x.w;   \
-            } else {                                                                        \
-                const uvec2 x = RoU32x2(at).v[0];                                           \
-                RV[a][0] = x.x; RV[a][1] = x.y;                                             \
-            }                                                                               \
-        }                                                                                   \
-        RS = RoF32(sbase + SEL(skey, pg * uint64_t(s_ps) + uint64_t(uint(nrow + skey) * s_rs), 0ul) * 4ul).v[0]; \
-    }
-    #define SEL_ALL(key, yes, no) (yes)
-    #define SEL_SOME(key, yes, no) ((key) >= nklo && (key) < nkhi ? (yes) : (no))
-    #define LOAD_TILE(t0, RK, RV, RS)                                                       \
+    #define LOAD_TILE(t0)                                                                   \
     {                                                                                       \
         const int64_t sl0 = int64_t(npage) * int64_t(pc.page_size) + int64_t(nrow);         \
         const int rows_ok = npage < 0 ? 0 : int(clamp(pc.n_slots - sl0, int64_t(0), int64_t(TK))); \
@@ -277,123 +243,152 @@ void main() {
         const uint64_t pg = uint64_t(max(npage, 0));                                       \
         const uint64_t kt = kbase + pg * uint64_t(pc.k_ps) + uint64_t(uint(nrow) * pc.k_rs); \
         const uint64_t vt = vbase + pg * uint64_t(pc.v_ps) + uint64_t(uint(nrow) * pc.v_rs); \
-        if (nklo == 0 && nkhi == TK) LOAD_ROWS(RK, RV, RS, SEL_ALL)                         \
-        else LOAD_ROWS(RK, RV, RS, SEL_SOME)                                                \
-    }
-
-    // One tile at t0 from the words in RK, RV, RS, issuing the next tile's
-    // loads into NRK, NRV, NRS.
-    #define TILE(t0, RK, RV, RS, NRK, NRV, NRS)                                              \
-    {                                                                                       \
-        const int klo = nklo, khi = nkhi;                                                   \
-        /* 1. K and V fragments from the loaded words (their first read), so  \
-         * the words' registers are free for the next tile. V: dims 2j, 2j+1 \
-         * of the lane's chunk (byte pair j % 2 of word j / 2) of keys       \
-         * (2t, 2t+1) and (2t+8, 2t+9) pair up into (key, key) words. */     \
-        FragB kf[NB], vfr[NB];                                                              \
-        [[unroll]] for (int j = 0; j < NB; ++j) {                                           \
-            [[unroll]] for (int a = 0; a < 2; ++a) {                                        \
-                uint lo, hi;                                                                \
-                decode_word(RK[a][j], lo, hi);                                              \
-                const f16vec2 x = unpackFloat2x16(lo), y = unpackFloat2x16(hi);            \
-                kf[j][4 * a + 0] = x.x;                                                     \
-                kf[j][4 * a + 1] = x.y;                                                     \
-                kf[j][4 * a + 2] = y.x;                                                     \
-                kf[j][4 * a + 3] = y.y;                                                     \
-                const uint w0 = RV[2 * a][j / 2], w1 = RV[2 * a + 1][j / 2];               \
-                const uint xw = (j & 1) == 0 ? (w0 & 0xFFFFu) | (w1 << 16) : (w0 >> 16) | (w1 & 0xFFFF0000u); \
-                decode_word(xw, lo, hi);                                                    \
-                const f16vec2 c0 = unpackFloat2x16(lo), c1 = unpackFloat2x16(hi);          \
-                vfr[j][2 * a + 0] = c0.x; /* keys (2t, 2t+1) or (2t+8, 2t+9), column g */   \
-                vfr[j][2 * a + 1] = c0.y;                                                   \
-                vfr[j][2 * a + 4] = c1.x; /* the same keys, column g + 8 */                 \
-                vfr[j][2 * a + 5] = c1.y;                                                   \
+        [[unroll]] for (int a = 0; a < 2; ++a) {                                            \
+            const bool ok = kkey[a] >= nklo && kkey[a] < nkhi;                              \
+            const uint64_t at = ok ? kt + uint64_t(uint(kkey[a]) * pc.k_rs + koff) : kbase; \
+            [[unroll]] for (int w = 0; w < KW; w += 4) {                                    \
+                const uvec4 x = RoU32x4(at + uint64_t(4 * w)).v[0];                         \
+                rk[a][w] = x.x; rk[a][w + 1] = x.y; rk[a][w + 2] = x.z; rk[a][w + 3] = x.w; \
             }                                                                               \
         }                                                                                   \
-        /* this lane's keys 2t, 2t+1, 2t+8, 2t+9 (vkey): k scale * KF, v scale */ \
-        float ksc[4], vsc[4];                                                               \
         [[unroll]] for (int a = 0; a < 4; ++a) {                                            \
-            ksc[a] = subgroupShuffle(RS, uint(vkey[a])) * KF;                               \
-            vsc[a] = subgroupShuffle(RS, uint(16 + vkey[a]));                               \
-        }                                                                                   \
-        /* 2. the next tile's loads and the page id of the one after, in     \
-         * flight while this one is computed */                             \
-        if ((t0) + uint(TK) < uint(ke)) {                                                   \
-            LOAD_TILE((t0) + uint(TK), NRK, NRV, NRS);                                      \
-            PAGE_OF();                                                                      \
-        }                                                                                   \
-        /* 3. S = Q K^T */                                                                  \
-        FragC s = FragC(0.0);                                                               \
-        [[unroll]] for (int j = 0; j < NB; ++j) s = coopMatMulAdd(qa[j], kf[j], s);        \
-        /* 4. online softmax on the accumulator: element i is row           \
-         * g + 8 * (i / 4), key 2t + i % 2 + 8 * ((i / 2) % 2) = vkey[i % 4] */ \
-        float x[8];                                                                         \
-        [[unroll]] for (int i = 0; i < 8; ++i) x[i] = s[i] * (cx[i >> 2] * ksc[i & 3]);    \
-        if (pc.softcap > 0.0) {                                                             \
-            [[unroll]] for (int i = 0; i < 8; ++i)                                          \
-                x[i] = pc.softcap * qa_tanh(x[i] / pc.softcap) * float(QA_LOG2E);            \
-        }                                                                                   \
-        /* Masks only where some key of the tile is hidden from some real    \
-         * row (one uniform branch; most tiles hide none). Padding rows run  \
-         * on q = 0 and are never stored. */                                \
-        const bool whole = klo == 0 && khi == TK &&                                         \
-                           (!real[0] || (int(t0) >= lo_r[0] && int(t0) + TK - 1 <= hi_r[0])) && \
-                           (!real[1] || (int(t0) >= lo_r[1] && int(t0) + TK - 1 <= hi_r[1])); \
-        if (!subgroupAll(whole)) {                                                          \
-            [[unroll]] for (int i = 0; i < 8; ++i) {                                        \
-                const int h = i >> 2, a = i & 3;                                            \
-                const int p = int(t0) + vkey[a];                                            \
-                const bool kx = vkey[a] >= klo && vkey[a] < khi;                            \
-                const bool vis = real[h] && kx && p >= lo_r[h] && p <= hi_r[h];             \
-                x[i] = vis ? x[i] : QA_NEG_INF;                                             \
-                if (!kx) vsc[a] = 0.0; /* a scale read for no key may be anything */        \
+            const bool ok = vkey[a] >= nklo && vkey[a] < nkhi;                              \
+            const uint64_t at = ok ? vt + uint64_t(uint(vkey[a]) * pc.v_rs + voff) : vbase; \
+            if (VW == 4) {                                                                  \
+                const uvec4 x = RoU32x4(at).v[0];                                           \
+                rv[a][0] = x.x; rv[a][1] = x.y; rv[a][2 % VW] = x.z; rv[a][3 % VW] = x.w;   \
+            } else {                                                                        \
+                const uvec2 x = RoU32x2(at).v[0];                                           \
+                rv[a][0] = x.x; rv[a][1] = x.y;                                             \
             }                                                                               \
         }                                                                                   \
-        float tmax[2];                                                                      \
-        tmax[0] = max(max(x[0], x[1]), max(x[2], x[3]));                                    \
-        tmax[1] = max(max(x[4], x[5]), max(x[6], x[7]));                                    \
-        [[unroll]] for (int h = 0; h < 2; ++h) {                                            \
-            tmax[h] = max(tmax[h], subgroupShuffleXor(tmax[h], 1u));                        \
-            tmax[h] = max(tmax[h], subgroupShuffleXor(tmax[h], 2u));                        \
+        {                                                                                   \
+            const bool ok = skey >= nklo && skey < nkhi;                                    \
+            const uint64_t so = ok ? pg * uint64_t(s_ps) + uint64_t(uint(nrow + skey) * s_rs) : 0ul; \
+            rs = RoF32(sbase + so * 4ul).v[0];                                              \
         }                                                                                   \
-        /* The running output is rescaled only in tiles where some row's     \
-         * maximum grew (alpha is exactly 1 otherwise, the common case once  \
-         * the maxima settle): one vote, a uniform branch. */                \
-        const bool grew = tmax[0] > m[0] || tmax[1] > m[1];                                 \
-        if (subgroupAny(grew)) {                                                            \
-            float alpha[2];                                                                 \
-            [[unroll]] for (int h = 0; h < 2; ++h) {                                        \
-                const float mn = max(m[h], tmax[h]);                                        \
-                alpha[h] = mn == QA_NEG_INF ? 1.0 : exp2(m[h] - mn);                        \
-                m[h] = mn;                                                                  \
-            }                                                                               \
-            [[unroll]] for (int j = 0; j < NB; ++j)                                         \
-                [[unroll]] for (int i = 0; i < 8; ++i) oacc[j][i] *= alpha[i >> 2];         \
-            l[0] *= alpha[0];                                                               \
-            l[1] *= alpha[1];                                                               \
-        }                                                                                   \
-        /* a row that saw no key yet (m = -inf) has only x = -inf here */   \
-        const float mz[2] = {m[0] == QA_NEG_INF ? 0.0 : m[0], m[1] == QA_NEG_INF ? 0.0 : m[1]}; \
-        FragA pa;                                                                           \
-        [[unroll]] for (int i = 0; i < 8; ++i) {                                            \
-            const float p = exp2(x[i] - mz[i >> 2]); /* exp2(-inf) = 0 */                   \
-            l[i >> 2] += p;                                                                 \
-            pa[i] = float16_t(p * vsc[i & 3]);                                              \
-        }                                                                                   \
-        /* 5. O += P V */                                                                   \
-        [[unroll]] for (int j = 0; j < NB; ++j) oacc[j] = coopMatMulAdd(pa, vfr[j], oacc[j]); \
     }
 
     if (kb < ke) {
         PAGE_OF();
-        LOAD_TILE(ta, rkA, rvA, rsA);
+        LOAD_TILE(ta);
         PAGE_OF();
     }
-    // Unsigned: t0 + 2 TK may pass INT32_MAX.
-    for (uint t0 = uint(ta); t0 < uint(ke); t0 += uint(2 * TK)) {
-        TILE(t0, rkA, rvA, rsA, rkB, rvB, rsB);
-        if (t0 + uint(TK) >= uint(ke)) break;
-        TILE(t0 + uint(TK), rkB, rvB, rsB, rkA, rvA, rsA);
+    // Unsigned: t0 + TK may pass INT32_MAX.
+    for (uint t0 = uint(ta); t0 < uint(ke); t0 += uint(TK)) {
+        const int klo = nklo, khi = nkhi;
+        // 1. K fragments from the loaded words (the first read of them);
+        // V's words and the scales are kept for later in this tile.
+        FragB kf[NB];
+        [[unroll]] for (int j = 0; j < NB; ++j) {
+            [[unroll]] for (int a = 0; a < 2; ++a) {
+                uint lo, hi;
+                decode_word(rk[a][j], lo, hi);
+                const f16vec2 x = unpackFloat2x16(lo), y = unpackFloat2x16(hi);
+                kf[j][4 * a + 0] = x.x;
+                kf[j][4 * a + 1] = x.y;
+                kf[j][4 * a + 2] = y.x;
+                kf[j][4 * a + 3] = y.y;
+            }
+        }
+        // V fragments too, so the words' registers are free for the next
+        // tile: dims 2j, 2j + 1 of the lane's chunk (byte pair j % 2 of word
+        // j / 2) of keys (2t, 2t+1) and (2t+8, 2t+9) pair up into (key, key)
+        // words.
+        FragB vfr[NB];
+        [[unroll]] for (int j = 0; j < NB; ++j) {
+            [[unroll]] for (int a = 0; a < 2; ++a) {
+                const uint w0 = rv[2 * a][j / 2], w1 = rv[2 * a + 1][j / 2];
+                const uint xw = (j & 1) == 0 ? (w0 & 0xFFFFu) | (w1 << 16) : (w0 >> 16) | (w1 & 0xFFFF0000u);
+                uint lo, hi;
+                decode_word(xw, lo, hi);
+                const f16vec2 c0 = unpackFloat2x16(lo), c1 = unpackFloat2x16(hi);
+                vfr[j][2 * a + 0] = c0.x; // keys (2t, 2t+1) or (2t+8, 2t+9) at column g
+                vfr[j][2 * a + 1] = c0.y;
+                vfr[j][2 * a + 4] = c1.x; // the same keys at column g + 8
+                vfr[j][2 * a + 5] = c1.y;
+            }
+        }
+        // This lane's keys: 2t, 2t+1, 2t+8, 2t+9 (as vkey): their k scale
+        // times KF, zero for a key that does not exist, and v scale.
+        float ksc[4], vsc[4];
+        bool kex[4];
+        [[unroll]] for (int a = 0; a < 4; ++a) {
+            const float k_ = subgroupShuffle(rs, uint(vkey[a]));
+            const float v_ = subgroupShuffle(rs, uint(16 + vkey[a]));
+            kex[a] = vkey[a] >= klo && vkey[a] < khi;
+            ksc[a] = kex[a] ? k_ * KF : 0.0;
+            vsc[a] = kex[a] ? v_ : 0.0; // a scale read for no key may be anything
+        }
+        // 2. the next tile's loads and the page id of the one after, in
+        // flight while this one is computed
+        if (t0 + uint(TK) < uint(ke)) {
+            LOAD_TILE(t0 + uint(TK));
+            PAGE_OF();
+        }
+        // 3. S = Q K^T
+        FragC s = FragC(0.0);
+        [[unroll]] for (int j = 0; j < NB; ++j) s = coopMatMulAdd(qa[j], kf[j], s);
+        // 4. online softmax on the accumulator: element i is row
+        // g + 8 * (i / 4), key 2t + i % 2 + 8 * ((i / 2) % 2) = vkey[i % 4]
+        float x[8];
+        float tmax[2] = {QA_NEG_INF, QA_NEG_INF};
+        [[unroll]] for (int i = 0; i < 8; ++i) {
+            const int h = i >> 2, a = i & 3;
+            x[i] = s[i] * cq[h] * ksc[a];
+        }
+        if (pc.softcap > 0.0) {
+            [[unroll]] for (int i = 0; i < 8; ++i) x[i] = pc.softcap * qa_tanh(x[i] / pc.softcap);
+        }
+        // Masks only where some key of the tile is hidden from some real row
+        // (one uniform branch; most tiles hide none).
+        const bool whole = klo == 0 && khi == TK && (!real[0] || (int(t0) >= lo_r[0] && int(t0) + TK - 1 <= hi_r[0])) &&
+                           (!real[1] || (int(t0) >= lo_r[1] && int(t0) + TK - 1 <= hi_r[1]));
+        if (subgroupAll(whole)) {
+            [[unroll]] for (int i = 0; i < 8; ++i) {
+                const int h = i >> 2;
+                x[i] = real[h] ? x[i] * float(QA_LOG2E) : QA_NEG_INF;
+                tmax[h] = max(tmax[h], x[i]);
+            }
+        } else {
+            [[unroll]] for (int i = 0; i < 8; ++i) {
+                const int h = i >> 2, a = i & 3;
+                const int p = int(t0) + vkey[a];
+                const bool vis = real[h] && kex[a] && p >= lo_r[h] && p <= hi_r[h];
+                x[i] = vis ? x[i] * float(QA_LOG2E) : QA_NEG_INF;
+                tmax[h] = max(tmax[h], x[i]);
+            }
+        }
+        [[unroll]] for (int h = 0; h < 2; ++h) {
+            tmax[h] = max(tmax[h], subgroupShuffleXor(tmax[h], 1u));
+            tmax[h] = max(tmax[h], subgroupShuffleXor(tmax[h], 2u));
+        }
+        float alpha[2];
+        bool grew = false;
+        [[unroll]] for (int h = 0; h < 2; ++h) {
+            const float mn = max(m[h], tmax[h]);
+            alpha[h] = mn == QA_NEG_INF ? 1.0 : exp2(m[h] - mn);
+            grew = grew || alpha[h] != 1.0;
+            m[h] = mn;
+        }
+        // The running output is rescaled only in tiles where some row's
+        // maximum grew (alpha is exactly 1 otherwise, the common case once
+        // the maxima settle): one vote, a uniform branch.
+        if (subgroupAny(grew)) {
+            [[unroll]] for (int j = 0; j < NB; ++j)
+                [[unroll]] for (int i = 0; i < 8; ++i) oacc[j][i] *= alpha[i >> 2];
+            l[0] *= alpha[0];
+            l[1] *= alpha[1];
+        }
+        FragA pa;
+        [[unroll]] for (int i = 0; i < 8; ++i) {
+            const int h = i >> 2, a = i & 3;
+            const float p = x[i] == QA_NEG_INF ? 0.0 : exp2(x[i] - m[h]);
+            l[h] += p;
+            pa[i] = float16_t(p * vsc[a]);
+        }
+        // 5. O += P V
+        [[unroll]] for (int j = 0; j < NB; ++j) oacc[j] = coopMatMulAdd(pa, vfr[j], oacc[j]);
     }
 
     // ---- partials: unnormalised O (dim order), m and l per row slot ----
@@ -415,8 +410,8 @@ void main() {
         lt += subgroupShuffleXor(lt, 2u);
         if (t == 0) {
             const int64_t at = ((slot0 + g + 8 * h) * S + split) * 2;
-            RefF32(qa_at(pc.ws_ml, at, 4)).v[0] = real[h] ? m[h] : QA_NEG_INF;
-            RefF32(qa_at(pc.ws_ml, at + 1, 4)).v[0] = real[h] ? lt : 0.0;
+            RefF32(qa_at(pc.ws_ml, at, 4)).v[0] = m[h];
+            RefF32(qa_at(pc.ws_ml, at + 1, 4)).v[0] = lt;
         }
     }
 }
