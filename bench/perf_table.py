@@ -9,8 +9,8 @@ qattn-bench measured through the same backend at its start, the time of
 qattn_decode_read over the same call (decode's own access pattern: the same
 bytes through the same page table, nothing else; "-" where it did not run or
 its sum did not match), and the copy rate torch measured (floor = the bytes the decode must move / the copy rate), next
-to torch SDPA over a bf16 cache of the same shape and the bar issue 8 sets
-for the preset. Without TORCH_JSON the torch columns read "-".
+to torch SDPA over a bf16 cache of the same shape (CUDA-graph replay) and the
+bar issue 25 sets for the preset. Without TORCH_JSON the torch columns read "-".
 
 The bytes come from the bench JSON and are recomputed here from the shape it
 records (decode_bytes, the twin of bench_decode_bytes in bench/presets.c); a
@@ -20,17 +20,18 @@ count differently.
 import json
 import sys
 
-# Issue 8, "Done when" (H200, Vulkan backend, qattn-bench medians, same run as
-# torch_baseline.py): "us" a time bar, "copy" a share of the copy rate in %,
-# "vs" at most a factor times another preset's time. Every decode preset also
-# has to beat torch SDPA of the same run and the best peer in anchors.md.
+# Issue 25, "Done when" (H200, Vulkan backend, qattn-bench medians, same run
+# as torch_baseline.py timing CUDA-graph replays): "us" a time bar, "copy" a
+# share of the copy rate in %, "vs" at most a factor times another preset's
+# time. Every decode preset also has to beat torch SDPA (graph replay) of the
+# same run and the fastest peer figure (PEERS below).
 TARGETS = {
-    "decode_b16_gqa4_32k": {"us": 350, "copy": 75},
+    "decode_b16_gqa4_32k": {"us": 350},
     "decode_b16_gqa8_32k": {"us": 185},
-    "decode_b1_gqa4_32k": {"us": 35},
-    "decode_b1_gqa8_32k": {"us": 25},
-    "decode_b1_gqa4_8k": {"us": 15},
-    "decode_b1_gqa8_8k": {"us": 15},
+    "decode_b1_gqa4_32k": {"us": 45},
+    "decode_b1_gqa8_32k": {"us": 30},
+    "decode_b1_gqa4_8k": {"us": 18},
+    "decode_b1_gqa8_8k": {"us": 18},
     "decode_b16_gqa4_32k_int8": {"copy": 70},
     "decode_b16_gqa4_32k_bf16": {"copy": 70},
     "decode_b16_gqa4_32k_r4": {"vs": ("decode_b16_gqa4_32k", 1.3)},

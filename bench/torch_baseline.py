@@ -5,7 +5,10 @@ same device session as qattn-bench (docs/perf.md puts them side by side).
 - copy bandwidth: device-to-device copy of 1 GiB (read + write bytes / time)
 - decode presets: torch SDPA over the same cache dequantized to bf16,
   contiguous [B, Hkv, L, D], GQA through enable_gqa (q [B, Hq, R, D], no
-  mask; for qattn's int8 and bf16 cache presets torch still reads bf16)
+  mask; for qattn's int8 and bf16 cache presets torch still reads bf16),
+  timed as engines run decode: each call captured in a CUDA graph and the
+  graph replayed (median_us; device time between events around one replay,
+  as qattn-bench's device timer), and also eagerly (eager_us)
 - MQA presets: per 128-row chunk, an fp8 torch._scaled_mm for q.k, then
   k_scale, ReLU and the weighted head sum (TFLOP/s counts 2*H*D per valid
   (row, column) pair, as qattn-bench does)
@@ -66,6 +69,39 @@ def time_us(fn, iters, warmup=5, warmup_s=0.5):
     return statistics.median(samples), samples
 
 
+def graph_time_us(fns, iters, warmup=5, warmup_s=0.5):
+    # One CUDA graph per function (each reads its own cache copy), replayed
+    # in turn; the events bracket one replay each.
+    import time
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for f in fns:
+            f()
+    torch.cuda.current_stream().wait_stream(side)
+    graphs = []
+    for f in fns:
+        gr = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gr):
+            f()
+        graphs.append(gr)
+    t0 = time.time()
+    n = 0
+    while n < warmup or time.time() - t0 < warmup_s:
+        graphs[n % len(graphs)].replay()
+        torch.cuda.synchronize()
+        n += 1
+    samples = []
+    for i in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graphs[i % len(graphs)].replay()
+        b.record()
+        b.synchronize()
+        samples.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(samples), samples
+
+
 def copy_bandwidth(iters):
     n = 1 << 30
     src = torch.empty(n, dtype=torch.uint8, device="cuda")
@@ -92,9 +128,11 @@ def decode(name, B, R, Hq, Hkv, D, L, iters):
         state["i"] = (state["i"] + 1) % copies
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
-    med, s = time_us(fn, iters)
-    return {"name": name, "what": "torch SDPA, bf16 cache", "median_us": med, "samples_us": s,
-            "bytes": float(nbytes), "copies": copies}
+    eager, es = time_us(fn, iters)
+    calls = [(lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)) for k, v in kv]
+    med, s = graph_time_us(calls, iters)
+    return {"name": name, "what": "torch SDPA, bf16 cache, CUDA-graph replay", "median_us": med, "samples_us": s,
+            "eager_us": eager, "eager_samples_us": es, "bytes": float(nbytes), "copies": copies}
 
 
 def mqa(name, S, Skv, H, D, iters):
@@ -143,7 +181,7 @@ def main():
     for p in DECODE if "decode" in ops else []:
         r = decode(*p, args.iters)
         res["decode"].append(r)
-        print(f"{r['name']:24s} SDPA bf16 {r['median_us']:9.2f} us")
+        print(f"{r['name']:24s} SDPA bf16 {r['median_us']:9.2f} us (graph replay; eager {r['eager_us']:.2f} us)")
     res["mqa"] = []
     for p in MQA if "mqa" in ops else []:
         r = mqa(*p, args.iters)
