@@ -223,7 +223,10 @@ void main() {
     uint pe = uint(ta) / psz, prow = uint(ta) % psz; // entry and row of the tile PAGE_OF reads next
     int npage = -1, nrow = 0;
     int nklo = 0, nkhi = 0;                         // keys of the loaded tile that exist
-    uint rk[2][KW], rv[4][VW];
+    // Kept as the loads' own 16-byte vectors: split into words, the
+    // compiler moved every loaded word into other registers for the next
+    // tile (h200-s6-3's SASS).
+    uvec4 rk[2][KW / 4], rv[4];
     float rs = 0.0;
 
     #define PAGE_OF()                                                                       \
@@ -247,19 +250,16 @@ void main() {
             const bool ok = kkey[a] >= nklo && kkey[a] < nkhi;                              \
             const uint64_t at = ok ? kt + uint64_t(uint(kkey[a]) * pc.k_rs + koff) : kbase; \
             [[unroll]] for (int w = 0; w < KW; w += 4) {                                    \
-                const uvec4 x = RoU32x4(at + uint64_t(4 * w)).v[0];                         \
-                rk[a][w] = x.x; rk[a][w + 1] = x.y; rk[a][w + 2] = x.z; rk[a][w + 3] = x.w; \
+                rk[a][w / 4] = RoU32x4(at + uint64_t(4 * w)).v[0];                          \
             }                                                                               \
         }                                                                                   \
         [[unroll]] for (int a = 0; a < 4; ++a) {                                            \
             const bool ok = vkey[a] >= nklo && vkey[a] < nkhi;                              \
             const uint64_t at = ok ? vt + uint64_t(uint(vkey[a]) * pc.v_rs + voff) : vbase; \
             if (VW == 4) {                                                                  \
-                const uvec4 x = RoU32x4(at).v[0];                                           \
-                rv[a][0] = x.x; rv[a][1] = x.y; rv[a][2 % VW] = x.z; rv[a][3 % VW] = x.w;   \
+                rv[a] = RoU32x4(at).v[0];                                                   \
             } else {                                                                        \
-                const uvec2 x = RoU32x2(at).v[0];                                           \
-                rv[a][0] = x.x; rv[a][1] = x.y;                                             \
+                rv[a] = uvec4(RoU32x2(at).v[0], 0u, 0u);                                    \
             }                                                                               \
         }                                                                                   \
         {                                                                                   \
@@ -283,7 +283,7 @@ void main() {
         [[unroll]] for (int j = 0; j < NB; ++j) {
             [[unroll]] for (int a = 0; a < 2; ++a) {
                 uint lo, hi;
-                decode_word(rk[a][j], lo, hi);
+                decode_word(rk[a][j / 4][j % 4], lo, hi);
                 const f16vec2 x = unpackFloat2x16(lo), y = unpackFloat2x16(hi);
                 kf[j][4 * a + 0] = x.x;
                 kf[j][4 * a + 1] = x.y;
@@ -298,7 +298,7 @@ void main() {
         FragB vfr[NB];
         [[unroll]] for (int j = 0; j < NB; ++j) {
             [[unroll]] for (int a = 0; a < 2; ++a) {
-                const uint w0 = rv[2 * a][j / 2], w1 = rv[2 * a + 1][j / 2];
+                const uint w0 = rv[2 * a][j / 2], w1 = rv[2 * a + 1][j / 2]; // word j / 2 < VW
                 const uint xw = (j & 1) == 0 ? (w0 & 0xFFFFu) | (w1 << 16) : (w0 >> 16) | (w1 & 0xFFFF0000u);
                 uint lo, hi;
                 decode_word(xw, lo, hi);
