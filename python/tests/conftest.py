@@ -43,3 +43,12 @@ def cpu():
     c = qattn.Context(backend="cpu")
     yield c
     c.close()
+
+
+@pytest.fixture(params=["cpu", "vulkan", "hip"])
+def fresh_ctx(request):
+    """A new context for one test, on each backend that opens a device here
+    (hip: the GPU machine's step; numpy operands are staged there)."""
+    c = open_context(request.param)
+    yield c
+    c.close()
