@@ -2,6 +2,7 @@
 qattn_tensor descriptors."""
 import ctypes
 import threading
+import weakref
 
 from . import _lib as L
 from ._tensors import CUDA, HOST, View, view
@@ -86,7 +87,9 @@ class Context:
         self._stream = _stream_handle(stream)
         self._follow_torch = stream is None
         self._set_stream_to = None
-        self._live = set()     # DeviceArrays and plans holding buffers of this context
+        # DeviceArrays and plans of this context, held weakly: each is freed
+        # when its last reference goes, and close() frees those still alive.
+        self._live = weakref.WeakSet()
         self._kv_store = None  # the KV store's argument cache and id (_ops, on first use)
 
     # ---- lifetime ---------------------------------------------------------

@@ -267,11 +267,30 @@ class _Plan:
         """Every field of the C plan, as a dict."""
         return _struct_dict(self._plan, {"variant": self.variant})
 
+    def close(self):
+        """Frees what the plan holds: its workspace (once no plan made from it
+        by bind() uses it), its argument cache and the operands it was given.
+        Idempotent; run() afterwards raises QattnError saying the plan is
+        closed. A plan no longer referenced is freed the same way without it;
+        Context.close() closes the plans still alive."""
+        with self.ctx._lock:
+            self._release()
+
     def _release(self):
-        if isinstance(self.workspace, DeviceArray):
-            self.workspace._release()
+        # (with the context's lock held) Drops the references: the workspace
+        # DeviceArray frees itself when no plan (bind() shares it) holds it.
+        self._closed = True
         self.workspace = None
+        self.__dict__.pop("_ws_bound", None)
+        self._args_cache = {}
+        self._defaults = dict.fromkeys(self._defaults)
+        self._bound = ()
         self.ctx._live.discard(self)
+        _PLANS.pop(getattr(self, "id", None), None)
+
+    @property
+    def closed(self):
+        return self._closed
 
     def _bound_workspace(self, ws):
         """(qattn_buffer, offset) of the workspace; the plan's own is bound
