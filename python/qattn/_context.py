@@ -214,6 +214,7 @@ class Context:
                             "passing the tensor to an op")
         src = _contiguous_bytes(array, v)
         with self._lock:
+            self._handle("buffer")
             d = DeviceArray(self, v.shape, v.dtype)
             if d.nbytes:
                 self.check(self._lib.qattn_buffer_upload(self._handle("buffer"), d._buf, 0, src,
@@ -222,20 +223,25 @@ class Context:
 
     def empty(self, shape, dtype):
         """An uninitialised DeviceArray of `shape` and qattn dtype name `dtype`."""
-        return DeviceArray(self, tuple(shape), L.DTYPE_BY_NAME[dtype])
+        dt = L.DTYPE_BY_NAME.get(dtype)
+        if dt is None:
+            raise ValueError("dtype: %r is not one of %s" %
+                             (dtype, ", ".join(sorted(L.DTYPE_BY_NAME))))
+        return DeviceArray(self, tuple(shape), dt)
 
     # ---- binding operands -------------------------------------------------
     def _bind(self, pairs, outputs=()):
-        """Fills each (struct field, View or None) pair; returns a Binding whose
+        """Fills each (operand name, struct field, View or None); returns a Binding whose
         finish(ok) writes staged outputs back and frees staged buffers. With
         the lock held, from binding to finish()."""
         b = _Binding(self)
         try:
-            for t, v in pairs:
+            for name, t, v in pairs:
                 if v is None:
                     ctypes.memset(ctypes.addressof(t), 0, ctypes.sizeof(t))
                     continue
-                buf, off = b.place(v, v in outputs)
+                _check_view(v, name)
+                buf, off = b.place(v, v in outputs, name)
                 _fill(t, buf, off, v)
         except BaseException:
             b.finish(False)  # frees what was staged before the refused operand
@@ -255,9 +261,22 @@ class Context:
         return h
 
 
-def _fill(t, buf, off, v):
+_I64 = 1 << 63
+
+
+def _check_view(v, name):
+    """Refuses, naming the operand, what a qattn_tensor cannot hold: a rank
+    outside 1..MAX_RANK, extents or strides outside int64."""
     if not 1 <= len(v.shape) <= L.MAX_RANK:
-        raise ValueError("rank %d: qattn tensors have rank 1..%d" % (len(v.shape), L.MAX_RANK))
+        raise ValueError("%s: rank %d (shape %s): qattn tensors have rank 1..%d" %
+                         (name, len(v.shape), v.shape, L.MAX_RANK))
+    for n, st in zip(v.shape, v.strides):
+        if not (0 <= n < _I64 and -_I64 <= st < _I64):
+            raise ValueError("%s: shape %s / strides %s outside the int64 range of "
+                             "qattn_tensor" % (name, v.shape, v.strides))
+
+
+def _fill(t, buf, off, v):
     t.buffer, t.offset, t.dtype, t.rank = buf, off, v.dtype, len(v.shape)
     for i, (n, s) in enumerate(zip(v.shape, v.strides)):
         t.shape[i], t.strides[i] = n, s
@@ -274,16 +293,20 @@ class _Binding:
         self.ctx, self.staged, self.writeback = ctx, [], []
         self.staged_any = False
 
-    def place(self, v, is_output):
+    def place(self, v, is_output, name):
         ctx = self.ctx
         if v.buffer is not None:  # DeviceArray: v.ptr is the byte offset in it
             if v.buffer[0] is not ctx:
-                raise ValueError("a DeviceArray of another context was passed")
+                raise ValueError("%s: a DeviceArray of another context" % name)
             return v.buffer[1], v.ptr
         if v.span == 0:
-            raise ValueError("an empty tensor (shape %s) has no memory to pass" % (v.shape,))
+            raise ValueError("%s: an empty tensor (shape %s) has no memory to pass" %
+                             (name, v.shape))
         if is_output and v.readonly:
-            raise ValueError("an output tensor is read-only")
+            raise ValueError("%s: an output tensor is read-only" % name)
+        if v.lo < 0 or v.lo + v.span > 1 << 64:
+            raise ValueError("%s: address 0x%x (bytes from 0x%x, %d of them) is not a 64-bit "
+                             "address range" % (name, v.ptr, v.lo, v.span))
         native = (ctx.backend == "cpu" and v.mem == HOST) or (ctx.backend == "hip" and v.mem == CUDA)
         if native:
             return ctx._wrap(v.lo, v.span), v.ptr - v.lo
@@ -315,12 +338,12 @@ def _stream_handle(stream):
     if stream is None:
         return None
     if isinstance(stream, int):
-        return stream or None
+        return L.c_int(stream, "stream", L.UINT64) or None
     h = getattr(stream, "cuda_stream", None)
     if h is None:
         raise TypeError("stream: an int handle or an object with .cuda_stream, not %s" %
                         type(stream).__name__)
-    return h or None
+    return L.c_int(h, "stream", L.UINT64) or None
 
 
 def _contiguous_bytes(array, v):
@@ -348,11 +371,15 @@ class DeviceArray:
     with .numpy(). Contiguous, row-major."""
 
     def __init__(self, ctx, shape, dtype):
-        self.ctx, self.shape, self.dtype = ctx, tuple(int(n) for n in shape), dtype
+        self.ctx, self.dtype = ctx, dtype
+        self.shape = tuple(L.c_int(n, "shape[%d]" % i, L.INT64) for i, n in enumerate(shape))
         n = 1
         for d in self.shape:
             n *= d
-        self.nbytes = n * L.DTYPE_SIZE[dtype]
+        if min(self.shape, default=0) < 0:
+            raise ValueError("shape: %s has a negative extent" % (self.shape,))
+        self.nbytes = L.c_int(n * L.DTYPE_SIZE[dtype], "shape %s: the bytes" % (self.shape,),
+                              L.INT64)
         self._buf = None
         with ctx._lock:
             h = ctx._handle("DeviceArray")

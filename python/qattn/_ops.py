@@ -137,6 +137,7 @@ class _Plan:
     _bound = ()
     _closed = False
     _what = "plan"
+    _arg_names = {}  # C field -> the argument's name in Python, where they differ
 
     def _bind_defaults(self, defaults):
         """The operands run() uses when not given one; what the cache key
@@ -231,10 +232,10 @@ class _Plan:
         pairs, out_views = [], []
         outputs = self._outputs
         for n, o in zip(self._names, objs):
-            v = None if o is None else view(o, n, formats.get(n))
+            v = None if o is None else view(o, self._arg_names.get(n, n), formats.get(n))
             if v is not None and n in outputs:
                 out_views.append(v)
-            pairs.append((getattr(args, n), v))
+            pairs.append((self._arg_names.get(n, n), getattr(args, n), v))
         self._fill_scalars(args)
         b = ctx._bind(pairs, out_views)
         ok = False
@@ -352,6 +353,7 @@ class DecodePlan(_Plan):
     _names = _DECODE_OPERANDS
     _outputs = ("o", "lse")
     _what = "DecodePlan"
+    _arg_names = {"o": "out"}
     # keyed on every call even when they are the objects given at planning
     _per_step = ("q", "kv_indptr", "kv_indices", "kv_lens")
 
@@ -363,12 +365,19 @@ class DecodePlan(_Plan):
         qs = _shape_of(q, "q")
         if len(qs) != 4:
             raise ValueError("q: shape %s, want [B, R, Hq, D]" % (qs,))
-        dv = _shape_of(v_cache, "v_cache", kv_format)[-1]
-        self.out_shape = (qs[0], qs[1], qs[2], dv)
+        vs = _shape_of(v_cache, "v_cache", kv_format)
+        if len(vs) not in (3, 4):
+            raise ValueError("v_cache: shape %s (rank %d), want [N_slots, Hkv, Dv] or "
+                             "[N_pages, P, Hkv, Dv]" % (vs, len(vs)))
+        self.out_shape = (qs[0], qs[1], qs[2], vs[-1])
         self.return_lse = bool(return_lse)
-        self.page_size, self.max_kv_len = int(page_size), int(max_kv_len)
-        self.sm_scale = 1.0 / math.sqrt(qs[3]) if sm_scale is None else float(sm_scale)
-        self.window_left, self.logit_softcap = int(window_left), float(logit_softcap)
+        self.page_size = L.c_int(page_size, "page_size")
+        self.max_kv_len = L.c_int(max_kv_len, "max_kv_len")
+        self.sm_scale = 1.0 / math.sqrt(qs[3]) if sm_scale is None else \
+            L.c_float(sm_scale, "sm_scale")
+        self.window_left = L.c_int(window_left, "window_left")
+        self.logit_softcap = L.c_float(logit_softcap, "logit_softcap")
+        num_splits = L.c_int(num_splits, "num_splits")
         self.kv_format = kv_format
         self._fmts = {"k_cache": kv_format, "v_cache": kv_format}
         if variant not in L.DECODE_VARIANTS:
@@ -379,7 +388,7 @@ class DecodePlan(_Plan):
             lse = _empty_like(ctx, q, self.out_shape[:3], L.F32)
         self._plan = L.DecodePlan()
         opts = L.DecodeOptions(ctypes.sizeof(L.DecodeOptions), L.DECODE_VARIANTS[variant],
-                               int(num_splits))
+                               num_splits)
         objs = [q, k_cache, v_cache, k_scale, v_scale, kv_indptr, kv_indices, kv_lens, sinks,
                 out, lse if self.return_lse else None]
         self._cacheable = False
@@ -568,6 +577,7 @@ class MqaLogitsPlan(_Plan):
     _names = _MQA_OPERANDS
     _outputs = ("logits",)
     _what = "MqaLogitsPlan"
+    _arg_names = {"logits": "out"}
     _per_step = ("q", "weights", "ks", "ke")
 
     def __init__(self, ctx, q, k, k_scale, weights, ks, ke, *, clean_logits=True,
@@ -575,8 +585,12 @@ class MqaLogitsPlan(_Plan):
                  kv_slices=0, out=None):
         self.ctx = ctx
         qs, kshape = _shape_of(q, "q", q_format), _shape_of(k, "k", k_format)
-        if len(qs) != 3 or len(kshape) != 2:
-            raise ValueError("q: [S, H, D] and k: [S_kv, D], got %s and %s" % (qs, kshape))
+        if len(qs) != 3:
+            raise ValueError("q: shape %s (rank %d), want [S, H, D]" % (qs, len(qs)))
+        if len(kshape) != 2:
+            raise ValueError("k: shape %s (rank %d), want [S_kv, D]" % (kshape, len(kshape)))
+        rows_per_subgroup = L.c_int(rows_per_subgroup, "rows_per_subgroup")
+        kv_slices = L.c_int(kv_slices, "kv_slices")
         self.out_shape = (qs[0], kshape[0])
         self.clean_logits = bool(clean_logits)
         self.q_format, self.k_format = q_format, k_format
@@ -586,7 +600,7 @@ class MqaLogitsPlan(_Plan):
             out = self._new_out(q)
         self._plan = L.MqaLogitsPlan()
         opts = L.MqaLogitsOptions(ctypes.sizeof(L.MqaLogitsOptions), L.MQA_VARIANTS[variant],
-                                  int(rows_per_subgroup), int(kv_slices))
+                                  rows_per_subgroup, kv_slices)
         lib = ctx._lib
         self._fmts = {"q": q_format, "k": k_format}
         self._cacheable = False
