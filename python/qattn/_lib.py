@@ -2,7 +2,9 @@
 
 The layouts mirror core/include/qattn/qattn.h of the same MAJOR.MINOR; the
 loader refuses a library of another one, since the plan and argument
-structs may differ between minor versions while the major is 0.
+structs may differ between minor versions while the major is 0. CI compares
+every struct here with what the C compiler says of the header
+(python/tests/test_layout.py): change both together.
 """
 import ctypes
 import glob
