@@ -58,6 +58,9 @@ class Context:
         # its last error after a failed one): ctypes releases the GIL in each.
         self._lock = threading.RLock()
         self._h = None
+        # buffers of DeviceArrays collected while another thread held the
+        # lock (a finalizer never waits for it): freed at the next call
+        self._pending_free = []
         lib = L.core()
         names = _AUTO_ORDER if backend == "auto" else (backend,)
         reasons = []
@@ -104,6 +107,7 @@ class Context:
                 return
             for obj in list(self._live):
                 obj._release()
+            self._free_pending()
             self._drop_wrapped()
             self._lib.qattn_context_free(self._h)
             self._h = None
@@ -118,7 +122,16 @@ class Context:
         h = self._h
         if h is None:
             _raise_closed(what)
+        if self._pending_free:
+            self._free_pending()
         return h
+
+    def _free_pending(self):
+        # (with the lock held)
+        while self._pending_free:
+            b = self._pending_free.pop()
+            if self._h is not None:
+                self._lib.qattn_buffer_free(self._h, b)
 
     def __enter__(self):
         return self
@@ -451,7 +464,18 @@ class DeviceArray:
 
     def __del__(self):
         try:
-            self._release()
+            ctx = self.ctx
+            if ctx._lock.acquire(blocking=False):
+                try:
+                    self._release()
+                finally:
+                    ctx._lock.release()
+            elif self._buf is not None:
+                # Another thread is inside the context: a finalizer (run by
+                # the garbage collector in any thread, perhaps one holding
+                # another context's lock) must not wait for it.
+                ctx._pending_free.append(self._buf)
+                self._buf = None
         except Exception:
             pass
 

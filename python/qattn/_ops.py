@@ -202,6 +202,8 @@ class _Plan:
         with ctx._lock:  # every C call on ctx, from binding to writeback
             if ctx._h is None or self._closed:
                 self._raise_closed()
+            if ctx._pending_free:
+                ctx._free_pending()
             key = None
             if self._cacheable:
                 key = self._cache_key(objs, fmt_key)

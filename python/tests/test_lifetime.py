@@ -143,3 +143,36 @@ def test_context_close_frees_live_plans(fresh_ctx, request):
         plans[1].run()
     with pytest.raises(qattn.QattnError, match="the context is closed"):
         arrays[0].numpy()
+
+
+def test_finalizer_never_waits_for_the_lock(fresh_ctx):
+    """A DeviceArray collected while another thread is inside its context
+    (holds its lock) does not wait for it -- a finalizer runs in whatever
+    thread the collector does, perhaps one holding another context's lock,
+    so waiting could deadlock -- its buffer is freed at the context's next
+    call instead."""
+    import threading
+    import time
+    ctx = fresh_ctx
+    spy = spy_on(ctx)
+    base = spy.live_buffers
+    d = ctx.empty((16,), "f32")
+    assert spy.live_buffers == base + 1
+    inside, leave = threading.Event(), threading.Event()
+
+    def holder():
+        with ctx.lock:
+            inside.set()
+            leave.wait(3)
+    t = threading.Thread(target=holder)
+    t.start()
+    inside.wait()
+    t0 = time.monotonic()
+    del d  # the finalizer runs here, while the holder is inside the context
+    waited = time.monotonic() - t0
+    deferred = len(getattr(ctx, "_pending_free", ()))
+    leave.set()
+    t.join()
+    assert waited < 1 and deferred == 1, "the finalizer waited %.1f s for the lock" % waited
+    ctx.synchronize()  # the next call frees it
+    assert spy.live_buffers == base and not ctx._pending_free
