@@ -236,15 +236,14 @@ def test_torch_compile_fullgraph(hip, backend):
 
 def test_custom_op_is_registered(hip):
     p = make_paged(19)
-    plan_for(hip, p)
+    plan = plan_for(hip, p)  # kept: the op finds it by plan.id while it lives
     for name in ("decode", "kv_store", "mqa_logits"):
         assert hasattr(torch.ops.qattn, name)
-    torch.library.opcheck(torch.ops.qattn.decode.default, _decode_opcheck_args(hip, p),
+    torch.library.opcheck(torch.ops.qattn.decode.default, _decode_opcheck_args(plan, p),
                           test_utils=("test_schema", "test_faketensor"))
 
 
-def _decode_opcheck_args(hip, p):
-    plan = plan_for(hip, p)
+def _decode_opcheck_args(plan, p):
     indptr, indices = paging_of(p["block_table"])
     out = torch.empty(p["q"].shape, dtype=torch.bfloat16, device="cuda")
     return (p["q"], p["k_cache"], p["v_cache"], p["k_scale"], p["v_scale"], indptr, indices,
