@@ -12,7 +12,6 @@ import threading
 import zlib
 
 import numpy as np
-import pytest
 
 import qattn
 from libspy import spy_on
