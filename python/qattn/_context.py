@@ -1,6 +1,8 @@
 """Contexts, device buffers, errors, and the binding of operands to
 qattn_tensor descriptors."""
 import ctypes
+import threading
+import weakref
 
 from . import _lib as L
 from ._tensors import CUDA, HOST, View, view
@@ -23,6 +25,14 @@ def _raise(status, message):
     raise QattnError(status, lib.qattn_status_name(status).decode(), message)
 
 
+_INVALID_ARGUMENT = 1  # QATTN_ERR_INVALID_ARGUMENT
+
+
+def _raise_closed(what, whose="the context"):
+    _raise(_INVALID_ARGUMENT, "%s: %s is closed (close() was called); make a new one" %
+           (what, whose))
+
+
 def backends():
     """The backends whose libraries load here, in 'auto' order."""
     return [n for n in _AUTO_ORDER if L.backend(n)]
@@ -35,13 +45,25 @@ class Context:
     "cpu", "vulkan" or "hip". device: None (the backend's default), an index
     or a name substring. stream (hip): a hipStream_t / cudaStream_t as an
     int or an object with .cuda_stream; by default each torch call follows
-    torch's current stream."""
+    torch's current stream.
+
+    Threads: a context, its plans and its DeviceArrays may be shared between
+    threads. Every C call on the context (plan creation, runs, buffer
+    operations, close) is made under the context's lock, so calls from
+    several threads run one at a time (the C API allows a context on one
+    thread at a time); a context per thread runs them in parallel."""
 
     def __init__(self, backend="auto", device=None, debug_validation=False, stream=None):
+        # Held around every C call that takes the context (and the reading of
+        # its last error after a failed one): ctypes releases the GIL in each.
+        self._lock = threading.RLock()
+        self._h = None
+        # buffers of DeviceArrays collected while another thread held the
+        # lock (a finalizer never waits for it): freed at the next call
+        self._pending_free = []
         lib = L.core()
         names = _AUTO_ORDER if backend == "auto" else (backend,)
         reasons = []
-        self._h = None
         status = L.core().qattn_status_name  # keep a reference for messages below
         last = 13  # QATTN_ERR_BACKEND_UNAVAILABLE
         for name in names:
@@ -68,19 +90,48 @@ class Context:
         self._stream = _stream_handle(stream)
         self._follow_torch = stream is None
         self._set_stream_to = None
-        self._live = set()     # DeviceArrays and plans holding buffers of this context
+        # DeviceArrays and plans of this context, held weakly: each is freed
+        # when its last reference goes, and close() frees those still alive.
+        self._live = weakref.WeakSet()
         self._kv_store = None  # the KV store's argument cache and id (_ops, on first use)
 
     # ---- lifetime ---------------------------------------------------------
     def close(self):
-        """Frees every buffer the package made on this context, then the context."""
-        if self._h is None:
-            return
-        for obj in list(self._live):
-            obj._release()
-        self._drop_wrapped()
-        self._lib.qattn_context_free(self._h)
-        self._h = None
+        """Frees every buffer the package made on this context (the live
+        DeviceArrays and plans' workspaces), then the context. Idempotent;
+        any later call on the context, its plans or its DeviceArrays raises
+        QattnError saying the context is closed. Waits for a call another
+        thread has in flight on it."""
+        with self._lock:
+            if self._h is None:
+                return
+            for obj in list(self._live):
+                obj._release()
+            self._free_pending()
+            self._drop_wrapped()
+            self._lib.qattn_context_free(self._h)
+            self._h = None
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def _handle(self, what):
+        """The context pointer for a call of `what`; raises when closed. Call
+        with the lock held."""
+        h = self._h
+        if h is None:
+            _raise_closed(what)
+        if self._pending_free:
+            self._free_pending()
+        return h
+
+    def _free_pending(self):
+        # (with the lock held)
+        while self._pending_free:
+            b = self._pending_free.pop()
+            if self._h is not None:
+                self._lib.qattn_buffer_free(self._h, b)
 
     def __enter__(self):
         return self
@@ -95,6 +146,7 @@ class Context:
             pass
 
     def _drop_wrapped(self):
+        # (with the lock held)
         for b in self._wrapped.values():
             self._lib.qattn_buffer_free(self._h, b)
         self._wrapped.clear()
@@ -107,9 +159,17 @@ class Context:
         return self._h
 
     @property
+    def lock(self):
+        """The context's lock (re-entrant), held around every C call the
+        package makes on it: C code using `handle` while other threads use
+        the context takes it too."""
+        return self._lock
+
+    @property
     def caps(self):
         c = L.DeviceCaps()
-        self.check(self._lib.qattn_get_caps(self._h, ctypes.byref(c)))
+        with self._lock:
+            self.check(self._lib.qattn_get_caps(self._handle("caps"), ctypes.byref(c)))
         return {"arch": c.arch.decode(), "device_name": c.device_name.decode(),
                 "compute_units": c.compute_units,
                 "subgroup_size": (c.subgroup_size_min, c.subgroup_size_max),
@@ -121,27 +181,38 @@ class Context:
         return "qattn.Context(backend=%r, device=%r)" % (self.backend, self.caps["device_name"])
 
     def check(self, rc):
-        """Raises QattnError for a non-zero status, with the context's last error."""
+        """Raises QattnError for a non-zero status, with the context's last
+        error. Call it with the context's lock held since the call that
+        returned rc, so that no other thread's call replaced that error."""
         if rc:
-            _raise(rc, self._lib.qattn_last_error(self._h).decode())
+            with self._lock:
+                h = self._h
+                msg = self._lib.qattn_last_error(h).decode() if h is not None else ""
+            _raise(rc, msg or "(the library left no message)")
 
     def synchronize(self):
-        self.check(self._lib.qattn_synchronize(self._h))
+        with self._lock:
+            self.check(self._lib.qattn_synchronize(self._handle("synchronize")))
 
     def last_op_time_ms(self):
         """Device time of the last op, from the backend's own timer (waits for it)."""
         ms = ctypes.c_double()
-        self.check(self._lib.qattn_last_op_time_ms(self._h, ctypes.byref(ms)))
+        with self._lock:
+            self.check(self._lib.qattn_last_op_time_ms(self._handle("last_op_time_ms"),
+                                                       ctypes.byref(ms)))
         return ms.value
 
     def set_stream(self, stream):
         """HIP: enqueue later calls on `stream` (int handle or .cuda_stream
         object); None returns to following torch's current stream."""
-        self._follow_torch = stream is None
-        self._stream = _stream_handle(stream)
-        self._apply_stream(self._stream)
+        with self._lock:
+            self._handle("set_stream")
+            self._follow_torch = stream is None
+            self._stream = _stream_handle(stream)
+            self._apply_stream(self._stream)
 
     def _apply_stream(self, handle):
+        # (with the lock held)
         if self.backend == "hip" and handle != self._set_stream_to:
             self.check(self._lib.qattn_hip_set_stream(self._h, handle))
             self._set_stream_to = handle
@@ -154,30 +225,44 @@ class Context:
         if v.mem != HOST:
             raise TypeError("array: ctx.buffer copies host arrays; wrap device memory by "
                             "passing the tensor to an op")
-        d = DeviceArray(self, v.shape, v.dtype)
         src = _contiguous_bytes(array, v)
-        if d.nbytes:
-            self.check(self._lib.qattn_buffer_upload(self._h, d._buf, 0, src, d.nbytes))
+        with self._lock:
+            self._handle("buffer")
+            d = DeviceArray(self, v.shape, v.dtype)
+            if d.nbytes:
+                self.check(self._lib.qattn_buffer_upload(self._handle("buffer"), d._buf, 0, src,
+                                                         d.nbytes))
         return d
 
     def empty(self, shape, dtype):
         """An uninitialised DeviceArray of `shape` and qattn dtype name `dtype`."""
-        return DeviceArray(self, tuple(shape), L.DTYPE_BY_NAME[dtype])
+        dt = L.DTYPE_BY_NAME.get(dtype)
+        if dt is None:
+            raise ValueError("dtype: %r is not one of %s" %
+                             (dtype, ", ".join(sorted(L.DTYPE_BY_NAME))))
+        return DeviceArray(self, tuple(shape), dt)
 
     # ---- binding operands -------------------------------------------------
     def _bind(self, pairs, outputs=()):
-        """Fills each (struct field, View or None) pair; returns a Binding whose
-        finish(ok) writes staged outputs back and frees staged buffers."""
+        """Fills each (operand name, struct field, View or None); returns a Binding whose
+        finish(ok) writes staged outputs back and frees staged buffers. With
+        the lock held, from binding to finish()."""
         b = _Binding(self)
-        for t, v in pairs:
-            if v is None:
-                ctypes.memset(ctypes.addressof(t), 0, ctypes.sizeof(t))
-                continue
-            buf, off = b.place(v, v in outputs)
-            _fill(t, buf, off, v)
+        try:
+            for name, t, v in pairs:
+                if v is None:
+                    ctypes.memset(ctypes.addressof(t), 0, ctypes.sizeof(t))
+                    continue
+                _check_view(v, name)
+                buf, off = b.place(v, v in outputs, name)
+                _fill(t, buf, off, v)
+        except BaseException:
+            b.finish(False)  # frees what was staged before the refused operand
+            raise
         return b
 
     def _wrap(self, lo, span):
+        # (with the lock held)
         key = (lo, span)
         h = self._wrapped.get(key)
         if h is None:
@@ -189,9 +274,22 @@ class Context:
         return h
 
 
-def _fill(t, buf, off, v):
+_I64 = 1 << 63
+
+
+def _check_view(v, name):
+    """Refuses, naming the operand, what a qattn_tensor cannot hold: a rank
+    outside 1..MAX_RANK, extents or strides outside int64."""
     if not 1 <= len(v.shape) <= L.MAX_RANK:
-        raise ValueError("rank %d: qattn tensors have rank 1..%d" % (len(v.shape), L.MAX_RANK))
+        raise ValueError("%s: rank %d (shape %s): qattn tensors have rank 1..%d" %
+                         (name, len(v.shape), v.shape, L.MAX_RANK))
+    for n, st in zip(v.shape, v.strides):
+        if not (0 <= n < _I64 and -_I64 <= st < _I64):
+            raise ValueError("%s: shape %s / strides %s outside the int64 range of "
+                             "qattn_tensor" % (name, v.shape, v.strides))
+
+
+def _fill(t, buf, off, v):
     t.buffer, t.offset, t.dtype, t.rank = buf, off, v.dtype, len(v.shape)
     for i, (n, s) in enumerate(zip(v.shape, v.strides)):
         t.shape[i], t.strides[i] = n, s
@@ -208,16 +306,20 @@ class _Binding:
         self.ctx, self.staged, self.writeback = ctx, [], []
         self.staged_any = False
 
-    def place(self, v, is_output):
+    def place(self, v, is_output, name):
         ctx = self.ctx
         if v.buffer is not None:  # DeviceArray: v.ptr is the byte offset in it
             if v.buffer[0] is not ctx:
-                raise ValueError("a DeviceArray of another context was passed")
+                raise ValueError("%s: a DeviceArray of another context" % name)
             return v.buffer[1], v.ptr
         if v.span == 0:
-            raise ValueError("an empty tensor (shape %s) has no memory to pass" % (v.shape,))
+            raise ValueError("%s: an empty tensor (shape %s) has no memory to pass" %
+                             (name, v.shape))
         if is_output and v.readonly:
-            raise ValueError("an output tensor is read-only")
+            raise ValueError("%s: an output tensor is read-only" % name)
+        if v.lo < 0 or v.lo + v.span > 1 << 64:
+            raise ValueError("%s: address 0x%x (bytes from 0x%x, %d of them) is not a 64-bit "
+                             "address range" % (name, v.ptr, v.lo, v.span))
         native = (ctx.backend == "cpu" and v.mem == HOST) or (ctx.backend == "hip" and v.mem == CUDA)
         if native:
             return ctx._wrap(v.lo, v.span), v.ptr - v.lo
@@ -249,12 +351,12 @@ def _stream_handle(stream):
     if stream is None:
         return None
     if isinstance(stream, int):
-        return stream or None
+        return L.c_int(stream, "stream", L.UINT64) or None
     h = getattr(stream, "cuda_stream", None)
     if h is None:
         raise TypeError("stream: an int handle or an object with .cuda_stream, not %s" %
                         type(stream).__name__)
-    return h or None
+    return L.c_int(h, "stream", L.UINT64) or None
 
 
 def _contiguous_bytes(array, v):
@@ -282,17 +384,23 @@ class DeviceArray:
     with .numpy(). Contiguous, row-major."""
 
     def __init__(self, ctx, shape, dtype):
-        self.ctx, self.shape, self.dtype = ctx, tuple(int(n) for n in shape), dtype
+        self.ctx, self.dtype = ctx, dtype
+        self.shape = tuple(L.c_int(n, "shape[%d]" % i, L.INT64) for i, n in enumerate(shape))
         n = 1
         for d in self.shape:
             n *= d
-        self.nbytes = n * L.DTYPE_SIZE[dtype]
+        if min(self.shape, default=0) < 0:
+            raise ValueError("shape: %s has a negative extent" % (self.shape,))
+        self.nbytes = L.c_int(n * L.DTYPE_SIZE[dtype], "shape %s: the bytes" % (self.shape,),
+                              L.INT64)
         self._buf = None
-        if self.nbytes:
-            b = ctypes.c_void_p()
-            ctx.check(ctx._lib.qattn_buffer_alloc(ctx._h, self.nbytes, ctypes.byref(b)))
-            self._buf = b.value
-        ctx._live.add(self)
+        with ctx._lock:
+            h = ctx._handle("DeviceArray")
+            if self.nbytes:
+                b = ctypes.c_void_p()
+                ctx.check(ctx._lib.qattn_buffer_alloc(h, self.nbytes, ctypes.byref(b)))
+                self._buf = b.value
+            ctx._live.add(self)
 
     @property
     def dtype_name(self):
@@ -317,9 +425,13 @@ class DeviceArray:
         as uint8 codes (see numpy_dtype)."""
         import numpy as np
         out = np.empty(self.shape, dtype=numpy_dtype(self.dtype))
-        if self.nbytes:
-            self.ctx.check(self.ctx._lib.qattn_buffer_download(
-                self.ctx._h, self._buf, 0, out.ctypes.data, self.nbytes))
+        ctx = self.ctx
+        with ctx._lock:
+            h = ctx._handle("DeviceArray.numpy")
+            if self.nbytes:
+                self._check_buf("DeviceArray.numpy")
+                ctx.check(ctx._lib.qattn_buffer_download(h, self._buf, 0, out.ctypes.data,
+                                                         self.nbytes))
         return out
 
     def upload(self, array, format=None):
@@ -328,21 +440,42 @@ class DeviceArray:
         if v.shape != self.shape or v.dtype != self.dtype:
             raise ValueError("array: %s %s into a DeviceArray of %s %s" %
                              (L.DTYPE_NAMES[v.dtype], v.shape, self.dtype_name, self.shape))
-        if self.nbytes:
-            self.ctx.check(self.ctx._lib.qattn_buffer_upload(
-                self.ctx._h, self._buf, 0, _contiguous_bytes(array, v), self.nbytes))
+        src = _contiguous_bytes(array, v)
+        ctx = self.ctx
+        with ctx._lock:
+            h = ctx._handle("DeviceArray.upload")
+            if self.nbytes:
+                self._check_buf("DeviceArray.upload")
+                ctx.check(ctx._lib.qattn_buffer_upload(h, self._buf, 0, src, self.nbytes))
+
+    def _check_buf(self, what):
+        if self._buf is None:
+            raise ValueError("%s: the DeviceArray was freed" % what)
 
     def _release(self):
-        if self._buf is not None and self.ctx._h is not None:
-            self.ctx._lib.qattn_buffer_free(self.ctx._h, self._buf)
-        self._buf = None
-        self.ctx._live.discard(self)
+        ctx = self.ctx
+        with ctx._lock:
+            if self._buf is not None and ctx._h is not None:
+                ctx._lib.qattn_buffer_free(ctx._h, self._buf)
+            self._buf = None
+            ctx._live.discard(self)
 
     free = _release
 
     def __del__(self):
         try:
-            self._release()
+            ctx = self.ctx
+            if ctx._lock.acquire(blocking=False):
+                try:
+                    self._release()
+                finally:
+                    ctx._lock.release()
+            elif self._buf is not None:
+                # Another thread is inside the context: a finalizer (run by
+                # the garbage collector in any thread, perhaps one holding
+                # another context's lock) must not wait for it.
+                ctx._pending_free.append(self._buf)
+                self._buf = None
         except Exception:
             pass
 

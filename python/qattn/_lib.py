@@ -2,10 +2,14 @@
 
 The layouts mirror core/include/qattn/qattn.h of the same MAJOR.MINOR; the
 loader refuses a library of another one, since the plan and argument
-structs may differ between minor versions while the major is 0.
+structs may differ between minor versions while the major is 0. CI compares
+every struct here with what the C compiler says of the header
+(python/tests/test_layout.py): change both together.
 """
 import ctypes
 import glob
+import math
+import operator
 import os
 
 # The C version this binding's struct layouts were written against.
@@ -24,6 +28,51 @@ MQA_VARIANTS = {"auto": 0, "direct": 1, "staged": 2, "coopmat": 3}
 MAX_RANK = 4
 REASON_BYTES = 256
 MAX_MATRIX_SHAPES = 16
+
+
+# ---- scalars into C fields ------------------------------------------------
+# ctypes stores a Python int into an int32 / uint64 field or argument modulo
+# 2^32 / 2^64 and a float beyond FLT_MAX into a float as inf, silently (a
+# page_size of 2^32 + 2 would run as 2). Every scalar the package hands to C
+# goes through these first, with the C field's range and the argument's name.
+INT32 = ("int32", -(1 << 31), (1 << 31) - 1)
+UINT32 = ("uint32", 0, (1 << 32) - 1)
+INT64 = ("int64", -(1 << 63), (1 << 63) - 1)
+UINT64 = ("uint64", 0, (1 << 64) - 1)
+
+
+def c_int(value, name, kind=INT32):
+    """value as an int within the C type `kind`, else TypeError / ValueError
+    naming `name`. Integral floats (16.0) pass; 16.5 does not."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        if isinstance(value, float) and value.is_integer():
+            v = int(value)
+        else:
+            raise TypeError("%s: %r is not an integer" % (name, value)) from None
+    ctype, lo, hi = kind
+    if not lo <= v <= hi:
+        raise ValueError("%s: %d is outside the range of its C field (%s: %d..%d)" %
+                         (name, v, ctype, lo, hi))
+    return v
+
+
+def c_float(value, name):
+    """value as a float a C float holds: a finite value beyond FLT_MAX (which
+    ctypes would store as inf) raises ValueError naming `name`. inf and nan
+    pass as themselves (the library's rules judge them)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError("%s: %r is not a number" % (name, value)) from None
+    if math.isfinite(v) and math.isinf(ctypes.c_float(v).value):
+        raise ValueError("%s: %r is outside the range of its C field (float: |x| <= %.9g)" %
+                         (name, value, FLT_MAX))
+    return v
+
+
+FLT_MAX = 3.4028234663852886e38
 
 
 class Tensor(ctypes.Structure):

@@ -10,12 +10,13 @@ MqaLogitsPlan, when its C entry points land (qattn_paged_mqa_logits_*).
 """
 import copy
 import ctypes
+import itertools
 import math
 import sys
 import weakref
 
 from . import _lib as L
-from ._context import DeviceArray, _stream_handle, numpy_dtype
+from ._context import DeviceArray, _raise_closed, _stream_handle, numpy_dtype
 from ._tensors import BYTES, CUDA, view
 
 # Plans and contexts by id, for the torch custom ops (whose arguments can
@@ -23,12 +24,11 @@ from ._tensors import BYTES, CUDA, view
 # keeps it.
 _PLANS = weakref.WeakValueDictionary()
 _CONTEXTS = weakref.WeakValueDictionary()
-_next_id = [1]
+_ids = itertools.count(1)  # next() is atomic: threads making plans get distinct ids
 
 
 def _register(table, obj):
-    i = _next_id[0]
-    _next_id[0] += 1
+    i = next(_ids)
     table[i] = obj
     return i
 
@@ -135,6 +135,9 @@ class _Plan:
 
     _per_step = ()
     _bound = ()
+    _closed = False
+    _what = "plan"
+    _arg_names = {}  # C field -> the argument's name in Python, where they differ
 
     def _bind_defaults(self, defaults):
         """The operands run() uses when not given one; what the cache key
@@ -160,9 +163,11 @@ class _Plan:
         if unknown:
             raise TypeError("bind: %s: not operands of this plan (%s)" %
                             (", ".join(unknown), ", ".join(self._defaults)))
+        if self._closed or self.ctx._h is None:
+            self._raise_closed()
         other = copy.copy(self)
         other._bind_defaults(dict(self._defaults, **operands))
-        other.id = _register(_PLANS, other)
+        other._register_live()
         return other
 
     def refresh(self):
@@ -194,24 +199,45 @@ class _Plan:
         the backend reads in place (cpu: host memory, hip: device memory,
         and DeviceArrays), so a repeated call only builds the key."""
         ctx = self.ctx
-        key = None
-        if self._cacheable:
-            key = self._cache_key(objs, fmt_key)
-            if key is not None:
-                hit = self._args_cache.get(key)
-                if hit is not None and hit[0] == ctx._wrap_gen:
-                    ctx._apply_stream(_stream_now(ctx, stream, hit[2]))
-                    ctx.check(fn(hit[3]))
-                    return
+        with ctx._lock:  # every C call on ctx, from binding to writeback
+            if ctx._h is None or self._closed:
+                self._raise_closed()
+            if ctx._pending_free:
+                ctx._free_pending()
+            key = None
+            if self._cacheable:
+                key = self._cache_key(objs, fmt_key)
+                if key is not None:
+                    hit = self._args_cache.get(key)
+                    if hit is not None and hit[0] == ctx._wrap_gen:
+                        ctx._apply_stream(_stream_now(ctx, stream, hit[2]))
+                        ctx.check(fn(hit[3]))
+                        return
+            self._call_uncached(ctx, key, objs, formats, fn, stream, ref)
+
+    def _raise_closed(self):
+        if self.ctx._h is None:
+            _raise_closed(self._what)
+        _raise_closed(self._what, "the plan")
+
+    def _register_live(self):
+        """Makes the plan known to its context (weakly) and to the custom ops."""
+        self.id = _register(_PLANS, self)
+        with self.ctx._lock:
+            if self.ctx._h is None:
+                self._raise_closed()
+            self.ctx._live.add(self)
+
+    def _call_uncached(self, ctx, key, objs, formats, fn, stream, ref):
         device = _device_of(ref)
         args = self._args_type()
         pairs, out_views = [], []
         outputs = self._outputs
         for n, o in zip(self._names, objs):
-            v = None if o is None else view(o, n, formats.get(n))
+            v = None if o is None else view(o, self._arg_names.get(n, n), formats.get(n))
             if v is not None and n in outputs:
                 out_views.append(v)
-            pairs.append((getattr(args, n), v))
+            pairs.append((self._arg_names.get(n, n), getattr(args, n), v))
         self._fill_scalars(args)
         b = ctx._bind(pairs, out_views)
         ok = False
@@ -244,14 +270,36 @@ class _Plan:
         """Every field of the C plan, as a dict."""
         return _struct_dict(self._plan, {"variant": self.variant})
 
+    def close(self):
+        """Frees what the plan holds: its workspace (once no plan made from it
+        by bind() uses it), its argument cache and the operands it was given.
+        Idempotent; run() afterwards raises QattnError saying the plan is
+        closed. A plan no longer referenced is freed the same way without it;
+        Context.close() closes the plans still alive."""
+        with self.ctx._lock:
+            self._release()
+
     def _release(self):
-        if isinstance(self.workspace, DeviceArray):
-            self.workspace._release()
+        # (with the context's lock held) Drops the references: the workspace
+        # DeviceArray frees itself when no plan (bind() shares it) holds it.
+        self._closed = True
         self.workspace = None
+        self.__dict__.pop("_ws_bound", None)
+        self._args_cache = {}
+        self._defaults = dict.fromkeys(self._defaults)
+        self._bound = ()
         self.ctx._live.discard(self)
+        _PLANS.pop(getattr(self, "id", None), None)
+
+    @property
+    def closed(self):
+        return self._closed
 
     def _bound_workspace(self, ws):
-        """(qattn_buffer, offset) of the workspace; the plan's own is bound once."""
+        """(qattn_buffer, offset) of the workspace; the plan's own is bound
+        once. With the context's lock held."""
+        if self._closed or self.ctx._h is None:
+            self._raise_closed()
         if ws is None:
             return None, 0
         if ws is self.workspace:
@@ -306,6 +354,8 @@ class DecodePlan(_Plan):
     _args_type = L.DecodeArgs
     _names = _DECODE_OPERANDS
     _outputs = ("o", "lse")
+    _what = "DecodePlan"
+    _arg_names = {"o": "out"}
     # keyed on every call even when they are the objects given at planning
     _per_step = ("q", "kv_indptr", "kv_indices", "kv_lens")
 
@@ -317,12 +367,19 @@ class DecodePlan(_Plan):
         qs = _shape_of(q, "q")
         if len(qs) != 4:
             raise ValueError("q: shape %s, want [B, R, Hq, D]" % (qs,))
-        dv = _shape_of(v_cache, "v_cache", kv_format)[-1]
-        self.out_shape = (qs[0], qs[1], qs[2], dv)
+        vs = _shape_of(v_cache, "v_cache", kv_format)
+        if len(vs) not in (3, 4):
+            raise ValueError("v_cache: shape %s (rank %d), want [N_slots, Hkv, Dv] or "
+                             "[N_pages, P, Hkv, Dv]" % (vs, len(vs)))
+        self.out_shape = (qs[0], qs[1], qs[2], vs[-1])
         self.return_lse = bool(return_lse)
-        self.page_size, self.max_kv_len = int(page_size), int(max_kv_len)
-        self.sm_scale = 1.0 / math.sqrt(qs[3]) if sm_scale is None else float(sm_scale)
-        self.window_left, self.logit_softcap = int(window_left), float(logit_softcap)
+        self.page_size = L.c_int(page_size, "page_size")
+        self.max_kv_len = L.c_int(max_kv_len, "max_kv_len")
+        self.sm_scale = 1.0 / math.sqrt(qs[3]) if sm_scale is None else \
+            L.c_float(sm_scale, "sm_scale")
+        self.window_left = L.c_int(window_left, "window_left")
+        self.logit_softcap = L.c_float(logit_softcap, "logit_softcap")
+        num_splits = L.c_int(num_splits, "num_splits")
         self.kv_format = kv_format
         self._fmts = {"k_cache": kv_format, "v_cache": kv_format}
         if variant not in L.DECODE_VARIANTS:
@@ -333,7 +390,7 @@ class DecodePlan(_Plan):
             lse = _empty_like(ctx, q, self.out_shape[:3], L.F32)
         self._plan = L.DecodePlan()
         opts = L.DecodeOptions(ctypes.sizeof(L.DecodeOptions), L.DECODE_VARIANTS[variant],
-                               int(num_splits))
+                               num_splits)
         objs = [q, k_cache, v_cache, k_scale, v_scale, kv_indptr, kv_indices, kv_lens, sinks,
                 out, lse if self.return_lse else None]
         self._cacheable = False
@@ -347,8 +404,7 @@ class DecodePlan(_Plan):
         self._cacheable = ctx.backend in ("cpu", "hip")
         self.workspace = workspace if workspace is not None else \
             _workspace(ctx, q, self._plan.workspace_bytes)
-        self.id = _register(_PLANS, self)
-        ctx._live.add(self)
+        self._register_live()
 
     def _fill_scalars(self, a):
         a.page_size, a.max_kv_len, a.sm_scale = self.page_size, self.max_kv_len, self.sm_scale
@@ -378,6 +434,8 @@ class DecodePlan(_Plan):
         """Runs the plan; returns out (allocated when not given), or (out, lse)
         for a plan made with return_lse. Never allocates on the device beyond
         the outputs it is not given."""
+        if self._closed or self.ctx._h is None:
+            self._raise_closed()
         d = self._defaults
         q = d["q"] if q is None else q
         ops = [q, d["k_cache"] if k_cache is None else k_cache,
@@ -408,9 +466,10 @@ class DecodePlan(_Plan):
         """The C call; the torch custom op's implementation calls this too."""
         ctx, plan = self.ctx, self._plan_ref
         run = ctx._lib.qattn_decode_run
-        ws_buf, ws_off = self._bound_workspace(ws)
-        self._call(list(ops) + [out, lse], self._fmts,
-                   lambda a: run(ctx._h, plan, a, ws_buf, ws_off), stream or None, ops[0])
+        with ctx._lock:
+            ws_buf, ws_off = self._bound_workspace(ws)
+            self._call(list(ops) + [out, lse], self._fmts,
+                       lambda a: run(ctx._h, plan, a, ws_buf, ws_off), stream or None, ops[0])
 
 
 
@@ -465,6 +524,7 @@ class _KvStore(_Plan):
     _args_type = L.KvStoreArgs
     _names = _KV_STORE_OPERANDS
     _outputs = ("k_cache", "v_cache", "k_scale", "v_scale")
+    _what = "kv_store"
 
     def __init__(self, ctx):
         self.ctx = weakref.proxy(ctx)
@@ -477,7 +537,10 @@ def _kv_store_of(ctx):
     """The context's _KvStore, made on first use."""
     ks = ctx._kv_store
     if ks is None:
-        ks = ctx._kv_store = _KvStore(ctx)
+        with ctx._lock:
+            ks = ctx._kv_store
+            if ks is None:
+                ks = ctx._kv_store = _KvStore(ctx)
     return ks
 
 
@@ -515,6 +578,8 @@ class MqaLogitsPlan(_Plan):
     _args_type = L.MqaLogitsArgs
     _names = _MQA_OPERANDS
     _outputs = ("logits",)
+    _what = "MqaLogitsPlan"
+    _arg_names = {"logits": "out"}
     _per_step = ("q", "weights", "ks", "ke")
 
     def __init__(self, ctx, q, k, k_scale, weights, ks, ke, *, clean_logits=True,
@@ -522,8 +587,12 @@ class MqaLogitsPlan(_Plan):
                  kv_slices=0, out=None):
         self.ctx = ctx
         qs, kshape = _shape_of(q, "q", q_format), _shape_of(k, "k", k_format)
-        if len(qs) != 3 or len(kshape) != 2:
-            raise ValueError("q: [S, H, D] and k: [S_kv, D], got %s and %s" % (qs, kshape))
+        if len(qs) != 3:
+            raise ValueError("q: shape %s (rank %d), want [S, H, D]" % (qs, len(qs)))
+        if len(kshape) != 2:
+            raise ValueError("k: shape %s (rank %d), want [S_kv, D]" % (kshape, len(kshape)))
+        rows_per_subgroup = L.c_int(rows_per_subgroup, "rows_per_subgroup")
+        kv_slices = L.c_int(kv_slices, "kv_slices")
         self.out_shape = (qs[0], kshape[0])
         self.clean_logits = bool(clean_logits)
         self.q_format, self.k_format = q_format, k_format
@@ -533,7 +602,7 @@ class MqaLogitsPlan(_Plan):
             out = self._new_out(q)
         self._plan = L.MqaLogitsPlan()
         opts = L.MqaLogitsOptions(ctypes.sizeof(L.MqaLogitsOptions), L.MQA_VARIANTS[variant],
-                                  int(rows_per_subgroup), int(kv_slices))
+                                  rows_per_subgroup, kv_slices)
         lib = ctx._lib
         self._fmts = {"q": q_format, "k": k_format}
         self._cacheable = False
@@ -545,8 +614,7 @@ class MqaLogitsPlan(_Plan):
         self._bind_defaults(dict(q=q, k=k, k_scale=k_scale, weights=weights, ks=ks, ke=ke))
         self._cacheable = ctx.backend in ("cpu", "hip")
         self.workspace = _workspace(ctx, q, self._plan.workspace_bytes)
-        self.id = _register(_PLANS, self)
-        ctx._live.add(self)
+        self._register_live()
 
     def _new_out(self, ref):
         pad = -(-self.out_shape[1] // 256) * 256
@@ -567,6 +635,8 @@ class MqaLogitsPlan(_Plan):
     def run(self, q=None, k=None, k_scale=None, weights=None, ks=None, ke=None, *, out=None,
             workspace=None, stream=None):
         """Runs the plan; returns the logits (allocated when not given)."""
+        if self._closed or self.ctx._h is None:
+            self._raise_closed()
         d = self._defaults
         ops = [d[n] if o is None else o for n, o in
                zip(("q", "k", "k_scale", "weights", "ks", "ke"), (q, k, k_scale, weights, ks, ke))]
@@ -586,7 +656,8 @@ class MqaLogitsPlan(_Plan):
     def _launch(self, ops, out, ws, stream):
         ctx, plan = self.ctx, self._plan_ref
         run = ctx._lib.qattn_mqa_logits_run
-        ws_buf, ws_off = self._bound_workspace(ws)
-        self._call(list(ops) + [out], self._fmts, lambda a: run(ctx._h, plan, a, ws_buf, ws_off),
-                   stream or None, ops[0])
+        with ctx._lock:
+            ws_buf, ws_off = self._bound_workspace(ws)
+            self._call(list(ops) + [out], self._fmts,
+                       lambda a: run(ctx._h, plan, a, ws_buf, ws_off), stream or None, ops[0])
 

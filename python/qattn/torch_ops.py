@@ -19,16 +19,24 @@ stream 0 means torch's current stream. Plan.run() calls these ops while
 torch.compile traces and the implementations directly in eager mode, which
 saves the dispatcher's cost per call.
 """
+import threading
 from typing import Optional
 
 from . import _ops
 
 _registered = []
+_registering = threading.Lock()  # threads seeing their first torch tensor at once
 
 
 def register():
     if _registered:
         return
+    with _registering:
+        if not _registered:
+            _register()
+
+
+def _register():
     import torch
     from torch import Tensor
 

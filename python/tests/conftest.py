@@ -43,3 +43,25 @@ def cpu():
     c = qattn.Context(backend="cpu")
     yield c
     c.close()
+
+
+def _fresh_backends():
+    """cpu and vulkan always (a missing one is reported: skipped, or failed
+    where required); hip where its library loads or it is required (the GPU
+    machine's step), so CI's log is not a list of hip skips."""
+    names = ["cpu", "vulkan"]
+    try:
+        if "hip" in REQUIRED or qattn._lib.backend("hip"):
+            names.append("hip")
+    except OSError:
+        pass
+    return names
+
+
+@pytest.fixture(params=_fresh_backends())
+def fresh_ctx(request):
+    """A new context for one test, on each backend that opens a device here
+    (hip: the GPU machine's step; numpy operands are staged there)."""
+    c = open_context(request.param)
+    yield c
+    c.close()

@@ -236,15 +236,14 @@ def test_torch_compile_fullgraph(hip, backend):
 
 def test_custom_op_is_registered(hip):
     p = make_paged(19)
-    plan_for(hip, p)
+    plan = plan_for(hip, p)  # kept: the op finds it by plan.id while it lives
     for name in ("decode", "kv_store", "mqa_logits"):
         assert hasattr(torch.ops.qattn, name)
-    torch.library.opcheck(torch.ops.qattn.decode.default, _decode_opcheck_args(hip, p),
+    torch.library.opcheck(torch.ops.qattn.decode.default, _decode_opcheck_args(plan, p),
                           test_utils=("test_schema", "test_faketensor"))
 
 
-def _decode_opcheck_args(hip, p):
-    plan = plan_for(hip, p)
+def _decode_opcheck_args(plan, p):
     indptr, indices = paging_of(p["block_table"])
     out = torch.empty(p["q"].shape, dtype=torch.bfloat16, device="cuda")
     return (p["q"], p["k_cache"], p["v_cache"], p["k_scale"], p["v_scale"], indptr, indices,
@@ -335,3 +334,71 @@ def test_arg_cache_torch(hip):
         assert_decode_close(out, refs[1], "layer 2 passed")
         plan.run(q, kv_indptr=indptr2, kv_indices=indices2, kv_lens=p2["lens"], out=out)
         assert_decode_close(out, refs[2], "another block table")
+
+
+def test_threads_torch(hip):
+    """Issue 24, item 1, on torch tensors: 8 threads run one plan (the
+    cached path, device memory read in place) and make plans of their own
+    on one HIP context; every output matches the float64 reference and no
+    two calls are ever inside the context at once (libspy's watch)."""
+    import threading
+    from libspy import spy_on
+    ctx = qattn.Context(backend="hip", device=torch.cuda.current_device())
+    try:
+        spy = spy_on(ctx, 0.0002)
+        p = make_paged(31)
+        ref = decode_ref64(p)
+        plan = plan_for(ctx, p)
+        assert_decode_close(plan.run(p["q"]), ref, "one thread")
+        errors, start = [], threading.Barrier(8)
+
+        def work(i):
+            try:
+                start.wait()
+                for it in range(4):
+                    o = plan.run(p["q"])
+                    own = plan_for(ctx, p).run(p["q"])
+                    torch.cuda.current_stream().synchronize()
+                    assert_decode_close(o, ref, "thread %d call %d" % (i, it))
+                    assert_decode_close(own, ref, "thread %d own plan %d" % (i, it))
+            except BaseException as e:  # noqa: B902 (reported below)
+                errors.append((i, repr(e)))
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:3]
+        assert spy.calls >= 8 * 4 * 2 and spy.max_in_use == 1, spy.max_in_use
+    finally:
+        torch.cuda.synchronize()
+        ctx.close()
+
+
+def test_bad_args_torch(hip):
+    """Issue 24, items 4 and 5, on torch tensors: rank-0 operands and a
+    scalar beyond int32 refused naming them; a plan of a closed context
+    says so."""
+    p = make_paged(32)
+    indptr, indices = paging_of(p["block_table"])
+    ops = dict(q=p["q"], k_cache=p["k_cache"], v_cache=p["v_cache"], kv_indptr=indptr,
+               kv_indices=indices, kv_lens=p["lens"])
+    kw = dict(k_scale=p["k_scale"], v_scale=p["v_scale"], page_size=16,
+              max_kv_len=p["max_len"], kv_format="fp8_e4m3fn")
+    for name in ("q", "k_cache", "v_cache", "kv_lens"):
+        bad = dict(ops, **{name: ops[name].reshape(-1)[0]})  # rank 0
+        assert bad[name].dim() == 0
+        with pytest.raises(ValueError, match="^%s: " % name):
+            hip.decode_plan(**bad, **kw)
+    with pytest.raises(ValueError, match="^k_scale: rank 0"):
+        hip.decode_plan(**ops, **dict(kw, k_scale=p["k_scale"].reshape(-1)[0]))
+    for name in ("page_size", "max_kv_len", "window_left", "num_splits"):
+        with pytest.raises(ValueError, match="^%s: 4294967312 is outside" % name):
+            hip.decode_plan(**ops, **dict(kw, **{name: 2**32 + 16}))
+    ctx = qattn.Context(backend="hip", device=torch.cuda.current_device())
+    plan = plan_for(ctx, p)
+    plan.run(p["q"])
+    torch.cuda.synchronize()
+    ctx.close()
+    with pytest.raises(qattn.QattnError, match="DecodePlan: the context is closed"):
+        plan.run(p["q"])

@@ -6,6 +6,15 @@
 #                    CUDA-graph replay with fresh inputs, torch.compile
 #                    fullgraph, the custom op's schema and fake; its last line
 #                    is pytest's count ("N passed").
+#   python_safety    pytest python/tests/test_threads.py, test_lifetime.py,
+#                    test_bad_args.py, test_layout.py (issue 24) on the HIP
+#                    backend (numpy operands, staged) and cpu: threads
+#                    sharing one context, plans freed when dropped, bad
+#                    scalars / ranks / closed contexts named, the ctypes
+#                    structs against qattn.h (skipped without a C compiler);
+#                    last line pytest's count. (test_torch.py's
+#                    test_threads_torch and test_bad_args_torch, the same on
+#                    torch tensors, run in python_torch.)
 #   python_vllm      python/examples/vllm_decode.py: "vllm_decode: PASS".
 #   python_overhead  python/examples/overhead.py: per-call microseconds, and
 #                    "overhead: python adds X us per eager call".
@@ -33,6 +42,12 @@ if [ -f "$H/lib/libqattn_hip.so.0.1" ]; then
     python/tests/test_torch.py"
   wait_steps
   TAIL=40 report python_torch
+  step python_safety 300 env PYTHONPATH="$pypath" bash -c "$(declare -f py_pre); py_pre; python3 -c 'import pytest; print(\"pytest\", pytest.__version__)' && \
+    QATTN_PYTEST_REQUIRE=hip PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rs -v \
+    python/tests/test_threads.py python/tests/test_lifetime.py python/tests/test_bad_args.py \
+    python/tests/test_layout.py"
+  wait_steps
+  TAIL=40 report python_safety
   step python_vllm 120 env PYTHONPATH="$pypath" bash -c "$(declare -f py_pre); py_pre; python3 python/examples/vllm_decode.py"
   wait_steps
   TAIL=8 report python_vllm
