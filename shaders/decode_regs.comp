@@ -237,13 +237,6 @@ void main() {
         prow += uint(TK);                                                                   \
         if (prow >= psz) { prow = 0u; pe += 1u; }                                           \
     }
-    // Per lane, the offsets of its rows inside a tile (32 bits: the core
-    // keeps offsets inside a page below 2^31), so a whole tile costs one
-    // 64-bit base per tensor and an add per load.
-    uint kofs[2], vofs[4];
-    [[unroll]] for (int a = 0; a < 2; ++a) kofs[a] = uint(kkey[a]) * pc.k_rs + koff;
-    [[unroll]] for (int a = 0; a < 4; ++a) vofs[a] = uint(vkey[a]) * pc.v_rs + voff;
-    const uint sofs = uint(skey) * s_rs;
     #define LOAD_TILE(t0)                                                                   \
     {                                                                                       \
         const int64_t sl0 = int64_t(npage) * int64_t(pc.page_size) + int64_t(nrow);         \
@@ -253,32 +246,26 @@ void main() {
         const uint64_t pg = uint64_t(max(npage, 0));                                       \
         const uint64_t kt = kbase + pg * uint64_t(pc.k_ps) + uint64_t(uint(nrow) * pc.k_rs); \
         const uint64_t vt = vbase + pg * uint64_t(pc.v_ps) + uint64_t(uint(nrow) * pc.v_rs); \
-        const uint64_t st = pg * uint64_t(s_ps) + uint64_t(uint(nrow) * s_rs);              \
-        /* Every row of the tile is in the cache (keys outside [nklo, nkhi)  \
-         * are then only masked: one uniform branch), or a key outside reads \
-         * its head's first row. */                                         \
-        if (subgroupAll(rows_ok == TK)) {                                                   \
-            [[unroll]] for (int a = 0; a < 2; ++a)                                          \
-                [[unroll]] for (int w = 0; w < KW; w += 4)                                  \
-                    rk[a][w / 4] = RoU32x4(kt + uint64_t(kofs[a] + uint(4 * w))).v[0];      \
-            [[unroll]] for (int a = 0; a < 4; ++a)                                          \
-                rv[a] = VW == 4 ? RoU32x4(vt + uint64_t(vofs[a])).v[0]                      \
-                                : uvec4(RoU32x2(vt + uint64_t(vofs[a])).v[0], 0u, 0u);      \
-            rs = RoF32(sbase + (st + uint64_t(sofs)) * 4ul).v[0];                           \
-        } else {                                                                            \
-            [[unroll]] for (int a = 0; a < 2; ++a) {                                        \
-                const bool ok = kkey[a] >= nklo && kkey[a] < nkhi;                          \
-                const uint64_t at = ok ? kt + uint64_t(kofs[a]) : kbase;                    \
-                [[unroll]] for (int w = 0; w < KW; w += 4)                                  \
-                    rk[a][w / 4] = RoU32x4(at + uint64_t(4 * w)).v[0];                      \
+        [[unroll]] for (int a = 0; a < 2; ++a) {                                            \
+            const bool ok = kkey[a] >= nklo && kkey[a] < nkhi;                              \
+            const uint64_t at = ok ? kt + uint64_t(uint(kkey[a]) * pc.k_rs + koff) : kbase; \
+            [[unroll]] for (int w = 0; w < KW; w += 4) {                                    \
+                rk[a][w / 4] = RoU32x4(at + uint64_t(4 * w)).v[0];                          \
             }                                                                               \
-            [[unroll]] for (int a = 0; a < 4; ++a) {                                        \
-                const bool ok = vkey[a] >= nklo && vkey[a] < nkhi;                          \
-                const uint64_t at = ok ? vt + uint64_t(vofs[a]) : vbase;                    \
-                rv[a] = VW == 4 ? RoU32x4(at).v[0] : uvec4(RoU32x2(at).v[0], 0u, 0u);       \
+        }                                                                                   \
+        [[unroll]] for (int a = 0; a < 4; ++a) {                                            \
+            const bool ok = vkey[a] >= nklo && vkey[a] < nkhi;                              \
+            const uint64_t at = ok ? vt + uint64_t(uint(vkey[a]) * pc.v_rs + voff) : vbase; \
+            if (VW == 4) {                                                                  \
+                rv[a] = RoU32x4(at).v[0];                                                   \
+            } else {                                                                        \
+                rv[a] = uvec4(RoU32x2(at).v[0], 0u, 0u);                                    \
             }                                                                               \
+        }                                                                                   \
+        {                                                                                   \
             const bool ok = skey >= nklo && skey < nkhi;                                    \
-            rs = RoF32(sbase + (ok ? st + uint64_t(sofs) : 0ul) * 4ul).v[0];                \
+            const uint64_t so = ok ? pg * uint64_t(s_ps) + uint64_t(uint(nrow + skey) * s_rs) : 0ul; \
+            rs = RoF32(sbase + so * 4ul).v[0];                                              \
         }                                                                                   \
     }
 
