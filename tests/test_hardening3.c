@@ -229,12 +229,47 @@ static void test_item3_paged_mqa_logits_distinct(void **state) {
     qattn_context_free(ctx);
 }
 
+/* Items 5 and 10: the output-over-input rule, checked by the core before
+ * any backend runs, for every op; out = q is refused the same way for
+ * decode (which had it) and for the experimental decode_read (which wrote
+ * its sum over q). */
+static void test_item5_alias_every_op(void **state) {
+    fix *f = *state;
+    qattn_decode_args a = f->a;
+    a.o = a.q; /* out = q: one buffer, the same bytes */
+    expect_refused(decode_call(f, &a), QATTN_ERR_INVALID_ARGUMENT, f->ctx, "o: its bytes overlap q's", NULL,
+                   "decode out = q");
+    uint16_t q0[B * R * HQ * D], q1[B * R * HQ * D];
+    assert_int_equal(qattn_buffer_download(f->ctx, f->q, 0, q0, sizeof q0), QATTN_OK);
+    qattn_status s = qattn_decode_read(f->ctx, &f->a, f->q, 0);
+    expect_refused(s, QATTN_ERR_INVALID_ARGUMENT, f->ctx, "sum: its bytes overlap q's", NULL,
+                   "decode_read sum over q");
+    assert_int_equal(qattn_buffer_download(f->ctx, f->q, 0, q1, sizeof q1), QATTN_OK);
+    assert_memory_equal(q0, q1, sizeof q0);
+    /* a host array wrapped twice: two buffers, one memory */
+    void *host = NULL;
+    assert_int_equal(qattn_buffer_download(f->ctx, f->indices, 0, (host = malloc(64)), 32), QATTN_OK);
+    qattn_buffer *w1 = NULL, *w2 = NULL;
+    assert_int_equal(qattn_buffer_wrap(f->ctx, host, 64, &w1), QATTN_OK);
+    assert_int_equal(qattn_buffer_wrap(f->ctx, host, 64, &w2), QATTN_OK);
+    qattn_decode_args b = f->a;
+    b.kv_indices = qattn_tensor_contiguous(w1, 0, QATTN_I32, 1, (int64_t[]){NPAGES});
+    assert_int_equal(qattn_decode_read(f->ctx, &b, w2, 40), QATTN_OK); /* past kv_indices: fine */
+    s = qattn_decode_read(f->ctx, &b, w2, 4);
+    expect_refused(s, QATTN_ERR_INVALID_ARGUMENT, f->ctx, "sum: its bytes overlap kv_indices's", NULL,
+                   "decode_read sum over a second wrap of kv_indices");
+    qattn_buffer_free(f->ctx, w1);
+    qattn_buffer_free(f->ctx, w2);
+    free(host);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_item2_decode_outputs_distinct, setup, teardown),
         cmocka_unit_test(test_item2_kv_store_outputs_distinct),
         cmocka_unit_test(test_item2_mqa_logits_distinct),
         cmocka_unit_test(test_item3_paged_mqa_logits_distinct),
+        cmocka_unit_test_setup_teardown(test_item5_alias_every_op, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -189,6 +189,9 @@ uint64_t qattn__mqa_args_layout(const qattn_mqa_logits_args *a);
  * plan's shared memory fits this device, the backend has the entry point
  * (has_slot) and supports_op accepts the plan. Names op_name and variant in
  * the failure. */
+/* qattn_decode_read (qattn/experimental.h), run through the op table. */
+qattn_status qattn__decode_read(qattn_context *ctx, const qattn_decode_args *args, qattn_buffer *sum,
+                                uint64_t sum_offset);
 qattn_status qattn__check_plan_device(qattn_context *ctx, qattn_op op, const char *op_name,
                                       const void *plan, const char *variant, uint32_t shared_bytes,
                                       int has_slot);
