@@ -23,7 +23,7 @@ import sys
 # Issue 8, "Done when" (H200, Vulkan backend, qattn-bench medians, same run as
 # torch_baseline.py): "us" a time bar, "copy" a share of the copy rate in %,
 # "vs" at most a factor times another preset's time. Every decode preset also
-# has to beat torch SDPA of the same run and the best peer in anchors.md.
+# has to beat torch SDPA of the same run and the best peer in docs/anchors.md.
 TARGETS = {
     "decode_b16_gqa4_32k": {"us": 350, "copy": 75},
     "decode_b16_gqa8_32k": {"us": 185},
@@ -38,7 +38,7 @@ TARGETS = {
     "decode_b16_gqa4_32k_d256": {"copy": 60},
 }
 # Issue 10, "Done when" (H200, Vulkan, qattn-bench medians): TFLOP/s bars,
-# each above the aiter Triton figure of anchors.md.
+# each above the aiter Triton figure of docs/anchors.md.
 MQA_TARGETS = {
     "mqa_2048x65536_h64": 340,
     "mqa_1024x131072_h64": 330,
@@ -50,7 +50,7 @@ MQA_TARGETS = {
 HIP_TARGETS = {
     "decode_b16_gqa4_32k": {"copy": 60},
 }
-# The fastest peer figure per preset in shared/notes/anchors.md (vLLM Triton,
+# The fastest peer figure per preset in docs/anchors.md (vLLM Triton,
 # SGLang Triton, ggml Vulkan FA q8_0 and f16; H200, 2026-12-01), in us.
 PEERS = {
     "decode_b1_gqa4_8k": 41.3,

@@ -120,10 +120,6 @@ run_in_root() {
     mount --bind '$here' '$root$here'
     mount -t proc proc '$root/proc'
     mount --rbind /dev '$root/dev'
-    if [ -d '$here/../shared' ]; then
-      mkdir -p '$root$(cd "$here/.." && pwd)/shared'
-      mount --bind '$here/../shared' '$root$(cd "$here/.." && pwd)/shared'
-    fi
     exec chroot '$root' /usr/bin/env -i PATH=/usr/lib/llvm-19/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       HOME=/root TERM=\${TERM:-dumb} CI=\${CI:-} QATTN_IN_TOOLROOT=1 \
       \$(env | grep -E '^(QATTN_|VK_|SEED=)' | tr '\n' ' ') \

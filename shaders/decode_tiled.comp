@@ -185,10 +185,6 @@ void sync_shared() {
                        gl_SemanticsAcquireRelease);
 }
 
-float shfl_max(float x) {
-    for (int o = 1; o < C; o <<= 1) x = max(x, subgroupShuffleXor(x, uint(o)));
-    return x;
-}
 float shfl_add(float x) {
     for (int o = 1; o < C; o <<= 1) x += subgroupShuffleXor(x, uint(o));
     return x;
