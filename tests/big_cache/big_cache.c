@@ -5,7 +5,7 @@
  *
  *   qattn_big_cache --backend cpu|vulkan|hip [--part store|decode|all]
  *                   [--layout paged|headmajor|all] [--size large|medium]
- *   qattn_big_cache --backend NAME --layout combined [--page P] [--full]
+ *   qattn_big_cache --backend NAME --layout combined [--page P] [--full [--requests N]]
  *
  * --layout combined is decode over an 8 GiB bf16 cache in the combined
  * layout (combined_bf16.c, issue 24 item 0); the rest of this file is the
@@ -516,7 +516,7 @@ static int run_layout(side *sd, int headmajor, int size, int parts) {
 
 int main(int argc, char **argv) {
     const char *backend = NULL, *part = "all", *lay = "all", *size = NULL;
-    int page = P, full = 0;
+    int page = P, full = 0, requests = 0;
     for (int i = 1; i < argc; ++i) {
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--backend") && next) backend = argv[++i];
@@ -525,10 +525,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--size") && next) size = argv[++i];
         else if (!strcmp(argv[i], "--page") && next) page = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--full")) full = 1;
+        else if (!strcmp(argv[i], "--requests") && next) requests = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: qattn_big_cache --backend NAME [--part store|decode|all] "
                             "[--layout paged|headmajor|all] [--size large|medium]\n"
-                            "       qattn_big_cache --backend NAME --layout combined [--page P] [--full]\n");
+                            "       qattn_big_cache --backend NAME --layout combined [--page P] [--full [--requests N]]\n");
             return 2;
         }
     }
@@ -558,7 +559,7 @@ int main(int argc, char **argv) {
     printf("big_cache: %s on %s, seed 0x%016llx (set QATTN_TEST_SEED to change)\n", backend, caps.device_name,
            (unsigned long long)qt_base_seed());
     if (!strcmp(lay, "combined")) {
-        const int rc = qt_big_combined_bf16(sd[0].ctx, sd[1].ctx, page, full);
+        const int rc = qt_big_combined_bf16(sd[0].ctx, sd[1].ctx, page, full, requests);
         qattn_context_free(sd[1].ctx);
         qattn_context_free(sd[0].ctx);
         printf("big_cache: %s\n", rc == 0 ? "passed" : rc == SKIP ? "skipped" : "failed");

@@ -10,7 +10,9 @@
  *
  *   --page P   page size (1, 8, 16, ...; default 16)
  *   --full     128 requests of 16384 keys (GQA 4: 16 query heads), every
- *              page of the cache read (the H200 step); without it, 3
+ *              page of the cache read (the H200 step); --requests N runs
+ *              only the first N of them (their pages still span the whole
+ *              cache: a quicker check of the same path); without it, 3
  *              requests of 64 keys on pages drawn from the last 1/16 of the
  *              cache (the very last page included) and anywhere, only those
  *              pages written (CI, the HIP host simulation)
@@ -90,7 +92,7 @@ static void cb_fill(uint64_t *state, uint16_t *x, size_t n, float amp) {
     }
 }
 
-int qt_big_combined_bf16(qattn_context *ref, qattn_context *dev, int page, int full) {
+int qt_big_combined_bf16(qattn_context *ref, qattn_context *dev, int page, int full, int requests) {
     const int64_t P = page;
     if (P < 1 || CB_SLOTS_PER_REQ % P) {
         printf("FAIL combined: page size %d does not divide %d\n", page, CB_SLOTS_PER_REQ);
@@ -101,7 +103,8 @@ int qt_big_combined_bf16(qattn_context *ref, qattn_context *dev, int page, int f
     const uint64_t bytes = (uint64_t)n_pages * 2 * half * 2;     /* the whole tensor: 8 GiB */
     const uint64_t span = (uint64_t)(n_pages - 1) * 2 * half + half; /* elements a view spans */
     char name[96];
-    snprintf(name, sizeof name, "big_cache/combined_bf16/p%d/%s", page, full ? "full" : "sparse");
+    snprintf(name, sizeof name, "big_cache/combined_bf16/p%d/%s", page,
+             !full ? "sparse" : requests > 0 && requests < CB_FULL_B ? "full-subset" : "full");
     qt_rng r = qt_rng_for(name);
     printf("case %s: [%" PRId64 ", 2, %d, %d, %d] bf16, %" PRIu64 " bytes; each view spans %" PRIu64
            " elements (%" PRIu64 " bytes; 2^32 = 4294967296)\n",
@@ -125,14 +128,14 @@ int qt_big_combined_bf16(qattn_context *ref, qattn_context *dev, int page, int f
     /* the page table: full, request b reads pages b, b + B, b + 2B, ... (so
      * every request reads from the start to the end of the cache); sparse,
      * pages of the last 1/16 and anywhere, mixed, each written once */
-    const int64_t B = full ? CB_FULL_B : 3;
+    const int64_t B = full ? (requests > 0 && requests < CB_FULL_B ? requests : CB_FULL_B) : 3;
     const int64_t keys = full ? CB_SLOTS_PER_REQ : 64;
     const int64_t ppr = (keys + P - 1) / P;
     int32_t *indptr = malloc((size_t)(B + 1) * sizeof *indptr);
     int32_t *indices = malloc((size_t)(B * ppr) * sizeof *indices);
     int32_t *lens = malloc((size_t)B * sizeof *lens);
     uint16_t *q = malloc((size_t)B * CB_HQ * CB_D * 2);
-    uint16_t *tmp = malloc(full ? CB_CHUNK : half * 2);
+    uint16_t *tmp = malloc(full ? CB_CHUNK : half * 2); /* >= half * 2 bytes either way */
     uint8_t *img[2][2] = {{0}};
     for (int64_t b = 0; b <= B; ++b) indptr[b] = (int32_t)(b * ppr);
     int max_len = 0;
@@ -143,7 +146,15 @@ int qt_big_combined_bf16(qattn_context *ref, qattn_context *dev, int page, int f
     uint64_t state = qt_u64(&r);
     if (full) {
         for (int64_t b = 0; b < B; ++b)
-            for (int64_t j = 0; j < ppr; ++j) indices[b * ppr + j] = (int32_t)(b + B * j);
+            for (int64_t j = 0; j < ppr; ++j) indices[b * ppr + j] = (int32_t)(b + CB_FULL_B * j);
+    }
+    if (full && B < CB_FULL_B) { /* a subset: only its pages */
+        for (int64_t i = 0; i < B * ppr; ++i)
+            for (int w = 0; w < 2; ++w) {
+                cb_fill(&state, tmp, half, w ? 0.5f : 1.0f);
+                if (!cb_put(sd, ((uint64_t)indices[i] * 2 + (uint64_t)w) * half * 2, tmp, half * 2)) goto out_host;
+            }
+    } else if (full) {
         for (uint64_t off = 0; off < bytes; off += CB_CHUNK) {
             const uint64_t n = bytes - off < CB_CHUNK ? bytes - off : CB_CHUNK;
             cb_fill(&state, tmp, n / 2, 1.0f);
@@ -270,9 +281,13 @@ int qt_big_combined_bf16(qattn_context *ref, qattn_context *dev, int page, int f
             if (e > err_lse) err_lse = e;
             if (e / qt_tol_decode_lse_bound(want) > worst_lse) worst_lse = e / qt_tol_decode_lse_bound(want);
         }
-        printf("%s %s: %" PRId64 " requests of up to %d keys on pages up to %" PRId64
-               "; max |o - ref| %.3g (%.2f of the tolerance), max |lse - ref| %.3g (%.2f)%s\n",
-               bad ? "FAIL" : "ok  ", name, B, max_len, n_pages - 1, err_o, worst_o, err_lse, worst_lse,
+        int64_t top = 0;
+        for (int64_t i = 0; i < B * ppr; ++i)
+            if (indices[i] > top) top = indices[i];
+        printf("%s %s: %" PRId64 " requests of up to %d keys on pages up to %" PRId64 " (its K bytes end at %" PRIu64
+               "); max |o - ref| %.3g (%.2f of the tolerance), max |lse - ref| %.3g (%.2f)%s\n",
+               bad ? "FAIL" : "ok  ", name, B, max_len, top, ((uint64_t)top * 2 + 1) * half * 2, err_o, worst_o,
+               err_lse, worst_lse,
                n_bad > 1 ? " (more values out of tolerance)" : "");
         rc = bad;
     }
