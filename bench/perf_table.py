@@ -24,7 +24,7 @@ import sys
 # as torch_baseline.py timing CUDA-graph replays): "us" a time bar, "copy" a
 # share of the copy rate in %, "vs" at most a factor times another preset's
 # time. Every decode preset also has to beat torch SDPA (graph replay) of the
-# same run and the fastest peer figure (PEERS below).
+# same run and the fastest peer figure (PEERS below, from docs/anchors.md).
 TARGETS = {
     "decode_b16_gqa4_32k": {"us": 350},
     "decode_b16_gqa8_32k": {"us": 185},
@@ -39,7 +39,7 @@ TARGETS = {
     "decode_b16_gqa4_32k_d256": {"copy": 60},
 }
 # Issue 10, "Done when" (H200, Vulkan, qattn-bench medians): TFLOP/s bars,
-# each above the aiter Triton figure of anchors.md.
+# each above the aiter Triton figure of docs/anchors.md.
 MQA_TARGETS = {
     "mqa_2048x65536_h64": 340,
     "mqa_1024x131072_h64": 330,
@@ -51,7 +51,7 @@ MQA_TARGETS = {
 HIP_TARGETS = {
     "decode_b16_gqa4_32k": {"copy": 60},
 }
-# The fastest peer figure per preset in shared/notes/anchors.md (vLLM Triton,
+# The fastest peer figure per preset in docs/anchors.md (vLLM Triton,
 # SGLang Triton, ggml Vulkan FA q8_0 and f16; H200, 2026-12-01), in us.
 PEERS = {
     "decode_b1_gqa4_8k": 41.3,

@@ -74,21 +74,38 @@ debian_mirror() {
   echo http://deb.debian.org/debian
 }
 
+# Builds the root unless it exists. Runs started together (two scripts/test.sh
+# on a fresh machine) take $root.lock in turn: the first builds, the others
+# wait for it and then find the finished root, so no two ever write the same
+# $root.partial. The lock is released when this process exits, so a killed
+# build leaves a stale .partial that the next holder removes, never a held lock.
 build_root() {
   [ "$(id -u)" = 0 ] || { log "building the Debian 13 root needs root"; exit 1; }
+  mkdir -p "$(dirname "$root")"
+  exec 9>"$root.lock"
+  if ! flock -n 9; then
+    log "another run is building $root; waiting for it"
+    flock 9
+  fi
+  if [ -f "$root/usr/bin/cmake" ]; then
+    log "using $root (built by another run while this one waited)"
+    exec 9>&-
+    return
+  fi
   if ! command -v mmdebstrap >/dev/null; then
     log "installing mmdebstrap"
     apt-get update -qq >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >&2
   fi
   local tmp=$root.partial
-  rm -rf "$tmp"; mkdir -p "$(dirname "$root")"
+  rm -rf "$tmp"
   log "building $root (once; about a minute plus downloads)"
   local inc; inc=$(IFS=,; echo "${packages[*]}")
   local mirror; mirror=$(debian_mirror)
   log "mirror $mirror (from this host's apt sources unless QATTN_DEBIAN_MIRROR is set)"
   mmdebstrap --variant=apt --include="$inc" trixie "$tmp" "$mirror" >&2
   mv "$tmp" "$root"
+  exec 9>&-
 }
 
 run_in_root() {
@@ -103,10 +120,6 @@ run_in_root() {
     mount --bind '$here' '$root$here'
     mount -t proc proc '$root/proc'
     mount --rbind /dev '$root/dev'
-    if [ -d '$here/../shared' ]; then
-      mkdir -p '$root$(cd "$here/.." && pwd)/shared'
-      mount --bind '$here/../shared' '$root$(cd "$here/.." && pwd)/shared'
-    fi
     exec chroot '$root' /usr/bin/env -i PATH=/usr/lib/llvm-19/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       HOME=/root TERM=\${TERM:-dumb} CI=\${CI:-} QATTN_IN_TOOLROOT=1 \
       \$(env | grep -E '^(QATTN_|VK_|SEED=)' | tr '\n' ' ') \

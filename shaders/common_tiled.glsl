@@ -44,7 +44,6 @@ layout(push_constant, std430) uniform Push {
 } pc;
 
 int qa_ld_i32(uint64_t base, int64_t i) { return RoI32(qa_at(base, i, 4)).v[0]; }
-float qa_ld_f32(uint64_t base, int64_t i) { return RoF32(qa_at(base, i, 4)).v[0]; }
 
 // Visible keys of row r of a request with L keys and R rows: [lo, hi].
 void qa_visible(int L, int R_, int r, out int lo, out int hi) {

@@ -185,10 +185,6 @@ void sync_shared() {
                        gl_SemanticsAcquireRelease);
 }
 
-float shfl_max(float x) {
-    for (int o = 1; o < C; o <<= 1) x = max(x, subgroupShuffleXor(x, uint(o)));
-    return x;
-}
 float shfl_add(float x) {
     for (int o = 1; o < C; o <<= 1) x += subgroupShuffleXor(x, uint(o));
     return x;
@@ -466,7 +462,8 @@ void main() {
         }                                                                                   \
     }
     // Issues the data and scale loads of the tile at t0 whose keys KEYS_OF
-    // described.
+    // described. Row offsets are elements in 32 bits (caches below 2^32
+    // elements, plan_decode.c); their bytes are formed in 64 (bf16 past 4 GiB).
     #define LOAD_KEY_TILE(t0)                                                               \
     {                                                                                       \
         uint kro[NSK], vro[NSK]; /* a key's K and V row offsets (elements), ~0u: no key */  \
@@ -500,8 +497,8 @@ void main() {
             }                                                                               \
             const bool ok = c < TK * CPK && ko != ~0u;                                      \
             const uint part = uint(c % CPK) * 16u;                                          \
-            const uint kbo = ok ? ko * uint(ES) + part : 0u;                                \
-            const uint vbo = ok ? vo * uint(ES) + part : 0u;                                \
+            const uint64_t kbo = ok ? uint64_t(ko) * uint(ES) + part : 0ul;                  \
+            const uint64_t vbo = ok ? uint64_t(vo) * uint(ES) + part : 0ul;                  \
             rk[i] = load16(kbase + uint64_t(kbo));                                          \
             rv[i] = load16(vbase + uint64_t(vbo));                                          \
             rok[i] = ok;                                                                    \

@@ -5,6 +5,9 @@ qattn_add_test(test_validate SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_validate.c
 # Issue 11's core rows: bounded shapes in validators and pure planners, plan
 # integrity (tests/test_hardening.c).
 qattn_add_test(test_hardening SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_hardening.c LABELS "api;core")
+# Issue 24's core items: outputs whose elements overlap (2, 3), the
+# output-over-input rule on every op (5, 10) (tests/test_hardening3.c).
+qattn_add_test(test_hardening3 SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_hardening3.c LABELS "api;core")
 # Options structs carry their size (qattn.h, "option structs"); the reader
 # (qattn_struct_read/_write, qattn/backend.h) takes its version table as an
 # argument, so the test drives it with a table of two versions as well.

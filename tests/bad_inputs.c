@@ -22,7 +22,10 @@
  *   that variant (the cpu's stay auto), so a device with cooperative
  *   matrices runs the bad inputs on the matrix variant; a pin the device
  *   cannot run fails every case (the plan's status differs from the cpu's).
- *   core:   refusals decided by the core (edited plans, bounds), rows 2/7/14
+ *   core:   refusals decided by the core (edited plans, bounds), rows 2/7/14;
+ *           issue 24: decode o / lse with batch stride 0 (item 2), out = q
+ *           (item 5), paged MQA logits whose rows or requests overlap
+ *           (item 3), each refused naming the operand, nothing written
  *   vulkan: wrapped and failed buffers on the Vulkan backend, rows 15-17
  *   decode: the decode index rows 9, 10 and 13 (need bounded kernels)
  * Each case runs in a child process, so a crash is reported as that case's
@@ -79,6 +82,8 @@ typedef struct dinput {
     int32_t max_kv_len;
     int64_t n_slots;    /* k_cache's slot count (<= NS) */
     int64_t q_stride1;  /* q's row stride (R = 1: addresses nothing) */
+    int64_t o_stride0, lse_stride0; /* o's and lse's batch strides */
+    int o_over_q;       /* o placed on q's bytes (out = q) */
 } dinput;
 
 static dinput base_input(void) {
@@ -96,6 +101,8 @@ static dinput base_input(void) {
     in.max_kv_len = 32;
     in.n_slots = NS;
     in.q_stride1 = HQ * D;
+    in.o_stride0 = R * HQ * D;
+    in.lse_stride0 = R * HQ;
     return in;
 }
 
@@ -202,6 +209,9 @@ static void run_decode(qattn_context *ctx, const dinput *in, how h, result *res)
     a.kv_lens = qattn_tensor_contiguous(bln, 0, QATTN_I32, 1, (int64_t[]){B});
     a.o = qattn_tensor_contiguous(bo, GUARD, QATTN_BF16, 4, (int64_t[]){B, R, HQ, D});
     a.lse = qattn_tensor_contiguous(bl, GUARD, QATTN_F32, 3, (int64_t[]){B, R, HQ});
+    a.o.strides[0] = in->o_stride0;
+    a.lse.strides[0] = in->lse_stride0;
+    if (in->o_over_q) a.o = qattn_tensor_contiguous(bq, 0, QATTN_BF16, 4, (int64_t[]){B, R, HQ, D});
     a.page_size = in->page_size;
     a.max_kv_len = in->max_kv_len;
     a.sm_scale = 0.125f;
@@ -236,6 +246,11 @@ static void run_decode(qattn_context *ctx, const dinput *in, how h, result *res)
     for (size_t i = 0; i < NO; ++i) res->untouched &= res->o[i] == (uint16_t)(POISON * 0x101);
     const unsigned char *lb = (const unsigned char *)res->lse;
     for (size_t i = 0; i < sizeof res->lse; ++i) res->untouched &= lb[i] == POISON;
+    if (in->o_over_q) { /* o is q's bytes: a refused call leaves q as it was */
+        uint16_t q_now[NQ];
+        res->untouched &= qattn_buffer_download(ctx, bq, 0, q_now, sizeof q_now) == QATTN_OK &&
+                          !memcmp(q_now, g_q, sizeof q_now);
+    }
 done:;
     qattn_buffer *all[] = {bq, bk, bv, bks, bvs, bip, bix, bln, bo, bl, bws};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) qattn_buffer_free(ctx, all[i]);
@@ -263,6 +278,7 @@ typedef struct dcase {
     /* Status both backends must return; QATTN_OK means "the spec's answer"
      * (the oracle). index_status: the same with QATTN_CHECK_INDICES=1. */
     qattn_status status, index_status;
+    const char *needle; /* a refusal's message must contain it (NULL: any) */
 } dcase;
 
 static void c_valid(dinput *in) { (void)in; }
@@ -280,6 +296,9 @@ static void c_indptr_past(dinput *in) {
 }
 static void c_len_over_max(dinput *in) { in->max_kv_len = 8; } /* lens 29, 32 */
 static void c_q_stride(dinput *in) { in->q_stride1 = INT64_MAX / 2; }
+static void c_o_batch0(dinput *in) { in->o_stride0 = 0; }
+static void c_lse_batch0(dinput *in) { in->lse_stride0 = 0; }
+static void c_o_over_q(dinput *in) { in->o_over_q = 1; }
 
 static const dcase CORE_CASES[] = {
     {"baseline (valid)", c_valid, RUN_PLAIN, QATTN_OK, QATTN_OK},
@@ -289,6 +308,12 @@ static const dcase CORE_CASES[] = {
      QATTN_ERR_INVALID_ARGUMENT, QATTN_ERR_INVALID_ARGUMENT},
     {"rows 2/7: stride 2^62 on q's size-1 row dimension", c_q_stride, RUN_PLAIN, QATTN_ERR_OVERFLOW,
      QATTN_ERR_OVERFLOW},
+    {"issue 24 item 2: o with batch stride 0 (requests on one address)", c_o_batch0, RUN_PLAIN,
+     QATTN_ERR_STRIDE, QATTN_ERR_STRIDE, "o: stride[0] is 0"},
+    {"issue 24 item 2: lse with batch stride 0", c_lse_batch0, RUN_PLAIN, QATTN_ERR_STRIDE, QATTN_ERR_STRIDE,
+     "lse: stride[0] is 0"},
+    {"issue 24 item 5: out = q (o on q's bytes)", c_o_over_q, RUN_PLAIN, QATTN_ERR_INVALID_ARGUMENT,
+     QATTN_ERR_INVALID_ARGUMENT, "o: its bytes overlap q's"},
 };
 
 static const dcase DECODE_CASES[] = {
@@ -365,6 +390,11 @@ static int decode_child(const dcase *c, int index_mode) {
             printf("    %s: a refused call wrote into o or lse\n", who[i]);
             ++fails;
         }
+        if (want != QATTN_OK && c->needle && !strstr(rs[i]->msg, c->needle)) {
+            printf("    %s: message \"%s\" does not name the operand and rule (\"%s\")\n", who[i], rs[i]->msg,
+                   c->needle);
+            ++fails;
+        }
     }
     if (rc_cpu.st != rc_vk.st) {
         printf("    backends disagree: cpu %s, " DEV_NAME " %s\n", qattn_status_name(rc_cpu.st),
@@ -388,6 +418,142 @@ static int decode_child(const dcase *c, int index_mode) {
     qattn_context_free(cpu);
     qattn_context_free(vk);
     return fails ? 1 : 0;
+}
+
+/* ---- paged MQA logits whose rows overlap (issue 24 item 3) ------------- *
+ * B 2 requests of N 2 rows, H 2 heads of D 64, pages of 4 slots, max_kv_len
+ * 8; logits [B, N, max_kv_len] with the case's row and batch strides in a
+ * guarded buffer. Both backends must give the case's status, a refusal must
+ * name `logits` and leave every byte poisoned. */
+enum { PB = 2, PN = 2, PH = 2, PD = 64, PP = 4, PM = 8, PSLOTS = 16, PLOG = PB * PN * PM };
+typedef struct pcase {
+    const char *name;
+    int64_t row_stride, batch_stride;
+    qattn_status status;
+    const char *needle;
+} pcase;
+
+static const pcase PAGED_CASES[] = {
+    {"issue 24 item 3: paged MQA logits, valid baseline", PM, PN * PM, QATTN_OK, NULL},
+    {"issue 24 item 3: paged MQA logits row stride max_kv_len - 1 (rows overlap)", PM - 1, PN * PM,
+     QATTN_ERR_STRIDE, "logits: stride[1]"},
+    {"issue 24 item 3: paged MQA logits batch stride 0 (requests on one address)", PM, 0, QATTN_ERR_STRIDE,
+     "logits: stride[0] is 0"},
+};
+
+static qattn_status run_paged(qattn_context *ctx, const pcase *c, float *logits, int *guards_ok, char *msg,
+                              size_t n) {
+    qt_rng rng = qt_rng_for("bad_inputs/paged_mqa");
+    static uint8_t q[PB * PN * PH * PD], k[PSLOTS * PD];
+    static float ks[PSLOTS], w[PB * PN * PH];
+    const int32_t table[PB + 1 + 4 + PB] = {0, 2, 4, /* indices */ 3, 0, 1, 2, /* lens */ 8, 6};
+    qt_fill_fp8(&rng, q, sizeof q, QATTN_FP8_E4M3FN, 2.0f);
+    qt_fill_fp8(&rng, k, sizeof k, QATTN_FP8_E4M3FN, 2.0f);
+    qt_fill_f32_pos(&rng, ks, PSLOTS, 0.5f, 1.0f);
+    qt_fill_f32_pos(&rng, w, PB * PN * PH, 0.5f, 1.0f);
+    int e = 0;
+    qattn_buffer *bq = buf_with(ctx, q, sizeof q, 0, &e), *bk = buf_with(ctx, k, sizeof k, 0, &e);
+    qattn_buffer *bks = buf_with(ctx, ks, sizeof ks, 0, &e), *bw = buf_with(ctx, w, sizeof w, 0, &e);
+    qattn_buffer *bt = buf_with(ctx, table, sizeof table, 0, &e);
+    qattn_buffer *bl = buf_with(ctx, NULL, PLOG * 4, GUARD, &e), *bws = NULL;
+    qattn_status st = QATTN_ERR_DEVICE;
+    *guards_ok = 0;
+    if (e) {
+        snprintf(msg, n, "fixture: %s", qattn_last_error(ctx));
+        goto done;
+    }
+    qattn_paged_mqa_logits_args a;
+    memset(&a, 0, sizeof a);
+    a.q = qattn_tensor_contiguous(bq, 0, QATTN_FP8_E4M3FN, 4, (int64_t[]){PB, PN, PH, PD});
+    a.k_cache = qattn_tensor_contiguous(bk, 0, QATTN_FP8_E4M3FN, 2, (int64_t[]){PSLOTS, PD});
+    a.k_scale = qattn_tensor_contiguous(bks, 0, QATTN_F32, 1, (int64_t[]){PSLOTS});
+    a.weights = qattn_tensor_contiguous(bw, 0, QATTN_F32, 3, (int64_t[]){PB, PN, PH});
+    a.kv_indptr = qattn_tensor_contiguous(bt, 0, QATTN_I32, 1, (int64_t[]){PB + 1});
+    a.kv_indices = qattn_tensor_contiguous(bt, 4 * (PB + 1), QATTN_I32, 1, (int64_t[]){4});
+    a.kv_lens = qattn_tensor_contiguous(bt, 4 * (PB + 1 + 4), QATTN_I32, 1, (int64_t[]){PB});
+    a.logits = qattn_tensor_contiguous(bl, GUARD, QATTN_F32, 3, (int64_t[]){PB, PN, PM});
+    a.logits.strides[0] = c->batch_stride;
+    a.logits.strides[1] = c->row_stride;
+    a.page_size = PP;
+    a.max_kv_len = PM;
+    a.clean_logits = 1;
+    qattn_paged_mqa_logits_plan plan;
+    memset(&plan, 0, sizeof plan);
+    st = qattn_paged_mqa_logits_plan_create(ctx, &a, NULL, &plan);
+    if (st == QATTN_OK && plan.workspace_bytes) {
+        bws = buf_with(ctx, NULL, (size_t)plan.workspace_bytes, 0, &e);
+        if (e) {
+            snprintf(msg, n, "fixture: workspace: %s", qattn_last_error(ctx));
+            st = QATTN_ERR_DEVICE;
+            goto done;
+        }
+    }
+    if (st == QATTN_OK) st = qattn_paged_mqa_logits_run(ctx, &plan, &a, bws, 0);
+    snprintf(msg, n, "%s", qattn_last_error(ctx));
+    *guards_ok = read_guarded(ctx, bl, PLOG * 4, GUARD, logits);
+done:;
+    qattn_buffer *all[] = {bq, bk, bks, bw, bt, bl, bws};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) qattn_buffer_free(ctx, all[i]);
+    return st;
+}
+
+static int paged_child(const pcase *c) {
+    qattn_context *cpu = NULL, *dev = NULL;
+    int rc = make_contexts(&cpu, &dev);
+    if (rc) return rc;
+    static float lg[2][PLOG];
+    char msg[2][600];
+    int guards[2];
+    qattn_status st[2];
+    st[0] = run_paged(cpu, c, lg[0], &guards[0], msg[0], sizeof msg[0]);
+    st[1] = run_paged(dev, c, lg[1], &guards[1], msg[1], sizeof msg[1]);
+    const char *who[2] = {"cpu", DEV_NAME};
+    int fails = 0;
+    for (int i = 0; i < 2; ++i) {
+        if (st[i] != c->status) {
+            printf("    %s: status %s, want %s (%s)\n", who[i], qattn_status_name(st[i]), qattn_status_name(c->status),
+                   msg[i]);
+            ++fails;
+        }
+        if (!guards[i]) {
+            printf("    %s: wrote outside logits (guard bytes changed)\n", who[i]);
+            ++fails;
+        }
+        const unsigned char *b = (const unsigned char *)lg[i];
+        int poisoned = 1;
+        for (size_t k = 0; k < sizeof lg[i]; ++k) poisoned &= b[k] == POISON;
+        if (c->status != QATTN_OK && !poisoned) {
+            printf("    %s: a refused call wrote into logits\n", who[i]);
+            ++fails;
+        }
+        if (c->status == QATTN_OK && poisoned) {
+            printf("    %s: an accepted call wrote no logits\n", who[i]);
+            ++fails;
+        }
+        if (c->status != QATTN_OK && c->needle && !strstr(msg[i], c->needle)) {
+            printf("    %s: message \"%s\" does not name the operand and rule (\"%s\")\n", who[i], msg[i],
+                   c->needle);
+            ++fails;
+        }
+    }
+    if (c->status == QATTN_OK && st[0] == QATTN_OK && st[1] == QATTN_OK)
+        for (int k = 0; k < PLOG; ++k) {
+            const double g = lg[1][k], r = lg[0][k];
+            if (!(isinf(r) ? g == r : fabs(g - r) <= 1e-3 * (1.0 + fabs(r)))) {
+                printf("    " DEV_NAME " vs cpu: logits[%d] = %g, expected %g\n", k, g, r);
+                ++fails;
+                break;
+            }
+        }
+    qattn_context_free(cpu);
+    qattn_context_free(dev);
+    return fails ? 1 : 0;
+}
+
+static int paged_body(const void *arg, int mode) {
+    if (mode) setenv("QATTN_CHECK_INDICES", "1", 1);
+    else unsetenv("QATTN_CHECK_INDICES");
+    return paged_child((const pcase *)arg);
 }
 
 #if !defined(QATTN_BAD_INPUTS_HIP)
@@ -597,6 +763,15 @@ int main(int argc, char **argv) {
     if ((all || !strcmp(group, "core")) &&
         run_cases("core", CORE_CASES, sizeof CORE_CASES / sizeof CORE_CASES[0], &failed, &skipped) == 77)
         goto skip;
+    if (all || !strcmp(group, "core"))
+        for (size_t i = 0; i < sizeof PAGED_CASES / sizeof PAGED_CASES[0]; ++i)
+            for (int mode = 0; mode < 2; ++mode) {
+                printf("[core] %s, %s\n", PAGED_CASES[i].name, mode ? "QATTN_CHECK_INDICES=1" : "no index mode");
+                const int rc = in_child(paged_body, &PAGED_CASES[i], mode);
+                if (rc == 77) goto skip;
+                printf("  %s\n", rc ? "FAIL" : "ok");
+                failed += rc != 0;
+            }
 #if !defined(QATTN_BAD_INPUTS_HIP)
     if (all || !strcmp(group, "vulkan")) {
         static const int rows[3] = {15, 16, 17};

@@ -2,7 +2,9 @@
 # decode on each backend against the cpu reference, touching only the pages
 # used of multi-GiB allocations. No cmocka. The decode part on a GPU backend
 # is its own test: it checks the decode kernel's 64-bit page and head bases.
-add_executable(qattn_big_cache ${CMAKE_CURRENT_LIST_DIR}/big_cache/big_cache.c)
+set(QATTN_BIG_CACHE_SOURCES ${CMAKE_CURRENT_LIST_DIR}/big_cache/big_cache.c
+    ${CMAKE_CURRENT_LIST_DIR}/big_cache/combined_bf16.c)
+add_executable(qattn_big_cache ${QATTN_BIG_CACHE_SOURCES})
 target_include_directories(qattn_big_cache PRIVATE ${CMAKE_CURRENT_LIST_DIR}/common)
 target_link_libraries(qattn_big_cache PRIVATE qattn_core)
 find_library(QATTN_BIG_CACHE_LIBM m)
@@ -42,7 +44,7 @@ foreach(sim ${_bc_sims})
     continue()
   endif()
   set(exe qattn_big_cache_hip_hostsim_${sim})
-  add_executable(${exe} ${CMAKE_CURRENT_LIST_DIR}/big_cache/big_cache.c)
+  add_executable(${exe} ${QATTN_BIG_CACHE_SOURCES})
   target_include_directories(${exe} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/common)
   target_link_libraries(${exe} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>" qattn_core)
   if(QATTN_BIG_CACHE_LIBM)
@@ -58,5 +60,15 @@ foreach(sim ${_bc_sims})
     set(_labels "hip;hostsim;bigcache")
     set_tests_properties(big_cache_hip_hostsim_${sim}_${part} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
                          LABELS "${_labels}")
+  endforeach()
+  # Issue 24 item 0: a bf16 cache in the combined layout [pages, 2, P, 4,
+  # 256], 8 GiB, each view just under 2^32 elements but past 4 GiB of bytes
+  # (32-bit byte offsets wrap there), pages near its end read; page sizes 1
+  # and 16 (per-key and whole-tile pages on Vulkan; HIP addresses per key).
+  foreach(page 1 16)
+    add_test(NAME big_cache_hip_hostsim_${sim}_combined_bf16_p${page}
+             COMMAND ${exe} --backend hip --layout combined --page ${page})
+    set_tests_properties(big_cache_hip_hostsim_${sim}_combined_bf16_p${page} PROPERTIES SKIP_RETURN_CODE 77
+                         TIMEOUT 900 LABELS "hip;hostsim;bigcache")
   endforeach()
 endforeach()

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "qattn/convert.h"
+#include "qattn/experimental.h"
 #include "qattn/qattn.h"
 #include "qattn/vulkan.h"
 #include "test_rng.h"

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "qattn/backend.h"
+#include "qattn/experimental.h"
 #include "qattn/qattn.h"
 
 #include "fake_devices.h"

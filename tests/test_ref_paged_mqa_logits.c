@@ -331,7 +331,9 @@ static void test_validation(void **state) {
     qattn_paged_mqa_logits_args other = good;
     other.clean_logits = 0;
     other.logits.strides[1] += 0; /* same layout: accepted */
-    other.logits.strides[0] -= 1; /* another layout of the same shape */
+    /* another layout of the same shape (one element more between requests;
+     * one less would overlap them, which validation refuses: issue 24 item 3) */
+    other.logits.strides[0] += 1;
     assert_int_equal(qattn_paged_mqa_logits_run(r.ctx, &plan, &other, NULL, 0), QATTN_ERR_INVALID_ARGUMENT);
     uint8_t *img = malloc(k.bytes[PM_LOGITS]);
     qattn_buffer_download(r.ctx, r.bufs[PM_LOGITS], 0, img, k.bytes[PM_LOGITS]);

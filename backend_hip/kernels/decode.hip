@@ -372,8 +372,10 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             const int32_t row = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)key);
             const bool ok = qh_shfl_u32((uint32_t)kk, (uint32_t)key) != 0u && c < TK * CPK;
             const uint32_t part = (uint32_t)(c % CPK) * 16u;
-            const uint32_t ko = ok ? ((uint32_t)page * k_ps + (uint32_t)row * k_rs) * ES + part : 0u;
-            const uint32_t vo = ok ? ((uint32_t)page * v_ps + (uint32_t)row * v_rs) * ES + part : 0u;
+            /* the element offset from the head's base fits 32 bits (caches
+             * below 2^32 elements); its bytes need not (bf16 past 4 GiB) */
+            const uint64_t ko = ok ? (uint64_t)((uint32_t)page * k_ps + (uint32_t)row * k_rs) * ES + part : 0u;
+            const uint64_t vo = ok ? (uint64_t)((uint32_t)page * v_ps + (uint32_t)row * v_rs) * ES + part : 0u;
             rk[i] = dec_load16(kbase + ko, vec);
             rv[i] = dec_load16(vbase + vo, vec);
             rok[i] = ok ? 0xFFFFFFFFu : 0u;

@@ -6,7 +6,7 @@
  * - AMD (clang -x hip, device-only, -nogpuinc -nogpulib): everything comes
  *   from clang builtins, so the code objects need neither HIP's headers nor
  *   ROCm's device libraries. That is what lets CI build gfx1200/gfx1201 with
- *   a clang whose device libraries predate RDNA4 (environment.md).
+ *   a clang whose device libraries predate RDNA4 (docs/environment.md).
  * - NVIDIA (nvcc -x cu): CUDA's own built-ins.
  * - QH_HOSTSIM (clang -x c++ for the host CPU): the host simulation of one
  *   AMD target (QH_SIM_GFX942: wave64; QH_SIM_GFX12: wave32) that CI runs
@@ -249,13 +249,6 @@ QH_DEV void qh_wave_sync(void) {
 /* ---- math ----
  * Plain IEEE f32 everywhere: no fast-math reciprocal or approximate divide,
  * because the KV store must reproduce the reference's codes bit for bit. */
-QH_DEV float qh_expf(float x) {
-#if defined(QH_AMD)
-    return __builtin_expf(x);
-#else
-    return expf(x);
-#endif
-}
 #if defined(QH_AMD)
 QH_DEV float qh_rintf(float x) { return __builtin_rintf(x); }
 QH_DEV float qh_fabsf(float x) { return __builtin_fabsf(x); }

@@ -3,7 +3,7 @@
  *
  * HIP ships an NVIDIA platform of its own, but the copy available here
  * (Debian's HIP 5.2 headers) does not compile against CUDA 13: several
- * runtime signatures changed (environment.md). The backend needs only the
+ * runtime signatures changed (docs/environment.md). The backend needs only the
  * few calls below, so it maps them itself and builds with nvcc.
  *
  * Modules: HIP loads a code object with hipModuleLoadData and looks kernels

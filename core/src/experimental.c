@@ -69,52 +69,9 @@ qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx, const qattn_mqa_logits
     return QATTN_OK;
 }
 
-/* A cache tensor whose rows and strides the 16-byte loads can follow. */
-static qattn_status check_rows16(qattn_context *ctx, const qattn_tensor *t, const char *name) {
-    const qattn_cache_view v = qattn_cache_view_of(t, 0, 1);
-    const int64_t es = (int64_t)qattn_dtype_size(t->dtype);
-    const int64_t st[3] = {v.page_stride, v.row_stride, v.head_stride};
-    int ok = (qattn__cache_head_dim(t) * es) % 16 == 0 && t->offset % 16 == 0;
-    for (int i = 0; i < 3; ++i) ok &= (st[i] * es) % 16 == 0;
-    if (!ok)
-        return qattn__fail(ctx, QATTN_ERR_ALIGNMENT,
-                           "qattn_decode_read: %s: its offset, rows and page, row and head strides must be "
-                           "multiples of 16 bytes (the op reads rows in 16-byte loads)",
-                           name);
-    return QATTN_OK;
-}
-
+/* qattn_decode_read is a row of the op table (ops.c): the same checks as
+ * every op, its sum an output that may not meet its inputs. */
 qattn_status qattn_decode_read(qattn_context *ctx, const qattn_decode_args *args, qattn_buffer *sum,
                                uint64_t sum_offset) {
-    if (!ctx) return QATTN_ERR_INVALID_ARGUMENT;
-    char err[QATTN_ERROR_BYTES];
-    qattn_status s = qattn__validate_decode(args, err, sizeof err);
-    if (s != QATTN_OK) return qattn__fail(ctx, s, "qattn_decode_read: %s", err);
-    const qattn_tensor *ts[] = {&args->q, &args->k_cache, &args->v_cache, &args->k_scale, &args->v_scale,
-                                &args->kv_indptr, &args->kv_indices, &args->kv_lens};
-    const char *const names[] = {"q", "k_cache", "v_cache", "k_scale", "v_scale",
-                                 "kv_indptr", "kv_indices", "kv_lens"};
-    for (int i = 0; i < 8; ++i)
-        if (qattn_tensor_present(ts[i]) && ts[i]->buffer->owner != ctx)
-            return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "qattn_decode_read: %s belongs to another context",
-                               names[i]);
-    if ((s = check_rows16(ctx, &args->k_cache, "k_cache")) != QATTN_OK) return s;
-    if ((s = check_rows16(ctx, &args->v_cache, "v_cache")) != QATTN_OK) return s;
-    if (sum_offset % 4 != 0)
-        return qattn__fail(ctx, QATTN_ERR_ALIGNMENT,
-                           "qattn_decode_read: sum_offset %" PRIu64 " is not a multiple of 4", sum_offset);
-    if (!sum) return qattn__fail(ctx, QATTN_ERR_NULL_BUFFER, "qattn_decode_read: sum is NULL");
-    if (sum->owner != ctx)
-        return qattn__fail(ctx, QATTN_ERR_INVALID_ARGUMENT, "qattn_decode_read: sum belongs to another context");
-    if (sum_offset > sum->bytes || sum->bytes - sum_offset < 4)
-        return qattn__fail(ctx, QATTN_ERR_OUT_OF_BOUNDS,
-                           "qattn_decode_read: sum: byte %" PRIu64 " + 4 exceeds its %" PRIu64 "-byte buffer",
-                           sum_offset, sum->bytes);
-    if (!ctx->iface->decode_read)
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "qattn_decode_read: the %s backend has no such kernel",
-                           ctx->iface->name);
-    s = ctx->iface->decode_read(ctx->be, args, sum->handle, sum_offset);
-    if (s != QATTN_OK) return qattn__backend_fail(ctx, s, "qattn_decode_read");
-    ctx->ops_run = 1;
-    return QATTN_OK;
+    return qattn__decode_read(ctx, args, sum, sum_offset);
 }

@@ -70,11 +70,16 @@ qattn_status qattn__read_paged_mqa_logits_options(const qattn_paged_mqa_logits_o
 #define QATTN_DT(t) (1u << (t))
 qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
                                  int32_t rank, char *err, size_t n);
-/* As qattn__check_tensor, but the last dimension may also have stride 0 (a
- * broadcast read-only input such as a per-token or per-tensor scale). */
-qattn_status qattn__check_tensor_bcast(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
-                                       int32_t rank, char *err, size_t n);
-/* As qattn__check_tensor (last_may_broadcast: as _bcast), for a K/V cache or
+/* The rule of every tensor an op writes (docs/ops.md, "Memory"): distinct
+ * logical elements at distinct addresses. Its dimensions of extent > 1,
+ * taken by increasing stride, must each step past every element the
+ * smaller ones reach (a stride of 0 never does); a layout that interleaves
+ * dimensions is refused too, though not every such layout overlaps.
+ * QATTN_ERR_STRIDE naming the tensor and dimension. An absent tensor
+ * passes; t must have passed the rank and extent checks. */
+qattn_status qattn__check_output_layout(const qattn_tensor *t, const char *name, char *err, size_t n);
+/* As qattn__check_tensor (last_may_broadcast: the last dimension may also
+ * have stride 0, a broadcast read-only input), for a K/V cache or
  * its scales: any span and any stride (kernels form page and head bases in
  * 64 bits); the offsets inside a page are bounded by validate_decode.c. */
 qattn_status qattn__check_cache_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
@@ -184,6 +189,9 @@ uint64_t qattn__mqa_args_layout(const qattn_mqa_logits_args *a);
  * plan's shared memory fits this device, the backend has the entry point
  * (has_slot) and supports_op accepts the plan. Names op_name and variant in
  * the failure. */
+/* qattn_decode_read (qattn/experimental.h), run through the op table. */
+qattn_status qattn__decode_read(qattn_context *ctx, const qattn_decode_args *args, qattn_buffer *sum,
+                                uint64_t sum_offset);
 qattn_status qattn__check_plan_device(qattn_context *ctx, qattn_op op, const char *op_name,
                                       const void *plan, const char *variant, uint32_t shared_bytes,
                                       int has_slot);

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "qattn/experimental.h"
 
 /* ---- geometry constants shared with the shaders ------------------------ */
 #define DIRECT_THREADS 128        /* direct workgroup size (threads) */

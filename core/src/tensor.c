@@ -239,14 +239,45 @@ qattn_status qattn__check_tensor(const qattn_tensor *t, const char *name, uint32
     return check_tensor(t, name, dtype_mask, rank, 0, 0, err, n);
 }
 
-qattn_status qattn__check_tensor_bcast(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
-                                       int32_t rank, char *err, size_t n) {
-    return check_tensor(t, name, dtype_mask, rank, 1, 0, err, n);
-}
-
 qattn_status qattn__check_cache_tensor(const qattn_tensor *t, const char *name, uint32_t dtype_mask,
                                        int32_t rank, int last_may_broadcast, char *err, size_t n) {
     return check_tensor(t, name, dtype_mask, rank, last_may_broadcast, 1, err, n);
+}
+
+qattn_status qattn__check_output_layout(const qattn_tensor *t, const char *name, char *err, size_t n) {
+    if (!qattn_tensor_present(t) || t->rank < 1 || t->rank > QATTN_MAX_RANK) return QATTN_OK;
+    int dims[QATTN_MAX_RANK], m = 0;
+    for (int32_t i = 0; i < t->rank; ++i) {
+        if (t->shape[i] == 0) return QATTN_OK; /* no elements */
+        if (t->shape[i] > 1) dims[m++] = (int)i;
+    }
+    /* by stride, ascending (insertion sort of at most QATTN_MAX_RANK) */
+    for (int i = 1; i < m; ++i)
+        for (int j = i; j > 0 && t->strides[dims[j]] < t->strides[dims[j - 1]]; --j) {
+            const int x = dims[j];
+            dims[j] = dims[j - 1];
+            dims[j - 1] = x;
+        }
+    /* reach: the largest element index the dimensions of smaller stride
+     * address (validation bounded the extent, so no overflow) */
+    int64_t reach = 0;
+    for (int k = 0; k < m; ++k) {
+        const int d = dims[k];
+        if (t->strides[d] <= reach) {
+            if (k == 0)
+                return qattn__err(err, n, QATTN_ERR_STRIDE,
+                                  "%s: stride[%d] is 0 on a dimension of %" PRId64 ", so distinct elements "
+                                  "of this output share an address; every element an op writes needs its own",
+                                  name, d, t->shape[d]);
+            return qattn__err(err, n, QATTN_ERR_STRIDE,
+                              "%s: stride[%d] = %" PRId64 " (shape[%d] = %" PRId64 ") does not step past "
+                              "element %" PRId64 ", which its dimensions of smaller stride reach, so distinct "
+                              "elements of this output overlap; every element an op writes needs its own address",
+                              name, d, t->strides[d], d, t->shape[d], reach);
+        }
+        reach += (t->shape[d] - 1) * t->strides[d];
+    }
+    return QATTN_OK;
 }
 
 /* Stride of dimension dim, 0 where its extent is at most 1 (free there, and

@@ -42,16 +42,8 @@ static qattn_status check_kv_tensor(const qattn_tensor *t, const char *name, int
     if (qattn__cache_is_paged(t, is_scale) && t->shape[1] < 1)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "%s: shape[1] = %" PRId64 " rows per page, must be >= 1",
                           name, t->shape[1]);
-    if (writes) {
-        /* Every (slot, head) row is written once; a stride of 0 would make
-         * two of them the same memory. */
-        for (int32_t i = 0; i + 1 < t->rank; ++i)
-            if (t->shape[i] > 1 && t->strides[i] == 0)
-                return qattn__err(err, n, QATTN_ERR_STRIDE,
-                                  "%s: stride[%d] is 0 on a dimension of %" PRId64
-                                  "; the KV store writes every slot and head, so they cannot share memory",
-                                  name, (int)i, t->shape[i]);
-    }
+    /* The KV store writes every (slot, head) row: no two may share memory. */
+    if (writes) CHECK(qattn__check_output_layout(t, name, err, n));
     return QATTN_OK;
 }
 
@@ -181,11 +173,13 @@ qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_
     CHECK(shape_eq(&a->o, "o", 1, R, "query rows", err, n));
     CHECK(shape_eq(&a->o, "o", 2, Hq, "q heads", err, n));
     CHECK(shape_eq(&a->o, "o", 3, qattn__cache_head_dim(&a->v_cache), "v_cache's head dim", err, n));
+    CHECK(qattn__check_output_layout(&a->o, "o", err, n));
     if (qattn_tensor_present(&a->lse)) {
         CHECK(qattn__check_tensor(&a->lse, "lse", F32, 3, err, n));
         CHECK(shape_eq(&a->lse, "lse", 0, B, "batch", err, n));
         CHECK(shape_eq(&a->lse, "lse", 1, R, "query rows", err, n));
         CHECK(shape_eq(&a->lse, "lse", 2, Hq, "q heads", err, n));
+        CHECK(qattn__check_output_layout(&a->lse, "lse", err, n));
     }
     if (a->page_size < 1)
         return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "page_size: %d, must be >= 1",

@@ -47,6 +47,7 @@ qattn_status qattn__validate_mqa_logits(const qattn_mqa_logits_args *a, char *er
         return qattn__err(err, n, QATTN_ERR_STRIDE,
                           "logits: row stride %" PRId64 " is smaller than S_kv %" PRId64,
                           a->logits.strides[0], Skv);
+    CHECK(qattn__check_output_layout(&a->logits, "logits", err, n));
     /* Strides on size-1 dimensions were bounded by qattn__check_tensor;
      * the planner's own bounds follow. */
     return qattn__check_mqa_logits_shapes(a, err, n);

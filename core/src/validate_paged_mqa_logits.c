@@ -98,6 +98,9 @@ qattn_status qattn__validate_paged_mqa_logits(const qattn_paged_mqa_logits_args 
     CHECK(dim_is(&a->logits, "logits", 0, B, "batch", err, n));
     CHECK(dim_is(&a->logits, "logits", 1, N, "q's rows per request", err, n));
     CHECK(dim_is(&a->logits, "logits", 2, a->max_kv_len, "max_kv_len", err, n));
+    /* rows (and requests) may not overwrite each other: a row stride below
+     * max_kv_len, or a batch stride below N row strides, is refused */
+    CHECK(qattn__check_output_layout(&a->logits, "logits", err, n));
     return qattn__check_paged_mqa_logits_shapes(a, err, n);
 }
 

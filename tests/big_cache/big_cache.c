@@ -5,6 +5,11 @@
  *
  *   qattn_big_cache --backend cpu|vulkan|hip [--part store|decode|all]
  *                   [--layout paged|headmajor|all] [--size large|medium]
+ *   qattn_big_cache --backend NAME --layout combined [--page P] [--full [--requests N]]
+ *
+ * --layout combined is decode over an 8 GiB bf16 cache in the combined
+ * layout (combined_bf16.c, issue 24 item 0); the rest of this file is the
+ * fp8 cache below.
  *
  * The cache is fp8 e4m3fn, 8 kv heads of 128 dims, 16 slots per page, in
  * one of two layouts:
@@ -48,13 +53,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "big_cache.h"
 #include "qattn/backends.h"
 #include "qattn/convert.h"
 #include "qattn/qattn.h"
 #include "test_rng.h"
 #include "tolerance.h"
 
-#define SKIP 77
+#define SKIP BIG_CACHE_SKIP
 enum { HKV = 8, D = 128, P = 16, GQA = 4, HQ = HKV * GQA, B = 3, PAGES_PER_REQ = 6, T_NEW = 8 };
 #define FMT QATTN_FP8_E4M3FN
 #define POISON 0xA5
@@ -510,15 +516,20 @@ static int run_layout(side *sd, int headmajor, int size, int parts) {
 
 int main(int argc, char **argv) {
     const char *backend = NULL, *part = "all", *lay = "all", *size = NULL;
+    int page = P, full = 0, requests = 0;
     for (int i = 1; i < argc; ++i) {
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--backend") && next) backend = argv[++i];
         else if (!strcmp(argv[i], "--part") && next) part = argv[++i];
         else if (!strcmp(argv[i], "--layout") && next) lay = argv[++i];
         else if (!strcmp(argv[i], "--size") && next) size = argv[++i];
+        else if (!strcmp(argv[i], "--page") && next) page = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--full")) full = 1;
+        else if (!strcmp(argv[i], "--requests") && next) requests = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: qattn_big_cache --backend NAME [--part store|decode|all] "
-                            "[--layout paged|headmajor|all] [--size large|medium]\n");
+                            "[--layout paged|headmajor|all] [--size large|medium]\n"
+                            "       qattn_big_cache --backend NAME --layout combined [--page P] [--full [--requests N]]\n");
             return 2;
         }
     }
@@ -547,6 +558,13 @@ int main(int argc, char **argv) {
     qattn_get_caps(sd[1].ctx, &caps);
     printf("big_cache: %s on %s, seed 0x%016llx (set QATTN_TEST_SEED to change)\n", backend, caps.device_name,
            (unsigned long long)qt_base_seed());
+    if (!strcmp(lay, "combined")) {
+        const int rc = qt_big_combined_bf16(sd[0].ctx, sd[1].ctx, page, full, requests);
+        qattn_context_free(sd[1].ctx);
+        qattn_context_free(sd[0].ctx);
+        printf("big_cache: %s\n", rc == 0 ? "passed" : rc == SKIP ? "skipped" : "failed");
+        return rc;
+    }
     int ran = 0;
     if (strcmp(lay, "headmajor")) ran += run_layout(sd, 0, sz, parts);
     if (strcmp(lay, "paged")) ran += run_layout(sd, 1, sz, parts);

@@ -1,7 +1,7 @@
 /* Fake devices for the launch-free planner tests: capability sets of
  * devices the project cannot run on (or not in CI), described once so every
  * planner is tested against the same machines. Values come from
- * shared/notes/environment.md (lavapipe, the H200 through Vulkan), RADV's
+ * docs/environment.md (lavapipe, the H200 through Vulkan), RADV's
  * published RDNA4 limits and gfx942's ISA documents. Header-only. */
 #ifndef QATTN_TEST_FAKE_DEVICES_H
 #define QATTN_TEST_FAKE_DEVICES_H

@@ -36,6 +36,7 @@
 
 #include "parity_common.h"
 #include "qattn/convert.h"
+#include "qattn/experimental.h"
 #include "tolerance.h"
 
 enum { W_RANDOM, W_CAUSAL, W_FULL, W_EMPTY, W_COUNT };

@@ -10,7 +10,8 @@
  * behind ZSTD_STATIC_LINKING_ONLY).
  *
  * What lives here: ops that exist to be timed against the attention ops
- * (device ceilings), not to compute anything an engine uses. Each follows
+ * (device ceilings), not to compute anything an engine uses, and the
+ * planner with pinned geometry that tuning tools time. Each follows
  * the rules of qattn/qattn.h (status, last error naming the argument, bad
  * input writes nothing) and has an optional backend slot in the
  * "experimental slots" of qattn/backend.h; without it the call returns
@@ -43,6 +44,24 @@ extern "C" {
 QATTN_API qattn_status qattn_read_stream(qattn_context *ctx, const qattn_buffer *src,
                                          uint64_t offset, uint64_t bytes, qattn_buffer *sum,
                                          uint64_t sum_offset);
+
+/* ---- MQA logits plans with a pinned geometry ------------------------ */
+/** Plans as qattn_mqa_logits_plan_create does with parts of the coopmat
+ *  geometry pinned, so every geometry the kernel supports can be timed and
+ *  checked (tests/mqa_tune.c). Pins are part of the coopmat gate: one the
+ *  device cannot hold (threads, shared memory, the layout's divisibility
+ *  rules) fails it, which is QATTN_ERR_VARIANT_GATE naming the pin when
+ *  options pin coopmat, and a step down the chain (with the reason) under
+ *  AUTO. Zero fields are the planner's choice. A plan made here is sealed
+ *  like any other, so run's integrity check accepts it and only it. */
+typedef struct qattn_mqa_logits_geometry {
+    int32_t m_tiles;            /* 16-pair m-tiles of q per subgroup: 1, 2 or 4 */
+    int32_t n_tiles;            /* 16-column n-tiles per KV tile: 1..4 */
+    int32_t rows_per_workgroup; /* >= 2 */
+} qattn_mqa_logits_geometry;
+QATTN_API qattn_status qattn_experimental_mqa_logits_plan_create(
+    qattn_context *ctx, const qattn_mqa_logits_args *args, const qattn_mqa_logits_options *options,
+    const qattn_mqa_logits_geometry *geometry, qattn_mqa_logits_plan *plan);
 
 /* ---- MQA logits matrix ceiling -------------------------------------- */
 /** The cooperative-matrix rate the device gives the tile shape of `plan` (a

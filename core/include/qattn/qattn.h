@@ -204,9 +204,6 @@ enum {
     QATTN_FEAT_STORAGE_8BIT = 1u << 1,     /* 8-bit loads/stores from buffers */
     QATTN_FEAT_STORAGE_16BIT = 1u << 2,    /* 16-bit loads/stores */
     QATTN_FEAT_COOPMAT = 1u << 3,          /* cooperative matrix / MFMA / WMMA */
-    /* Bits 4 and 5 (QATTN_FEAT_PACKED_FP8_CVT, QATTN_FEAT_FP8_MATRIX) were
-     * never read by a planner and are gone: an fp8 matrix unit shows as a
-     * matrix_shapes entry with an fp8 a_type. */
     QATTN_FEAT_BF16 = 1u << 6,             /* bf16 arithmetic/conversion */
     QATTN_FEAT_TIMESTAMPS = 1u << 7,       /* device timer for ops */
     QATTN_FEAT_SUBGROUP_SIZE_CONTROL = 1u << 8, /* can pin a subgroup size */
@@ -238,8 +235,6 @@ typedef struct qattn_device_caps {
     uint32_t max_shared_bytes;
     uint32_t max_workgroup_size;
     uint32_t features;            /* QATTN_FEAT_* */
-    /* (fp8_matrix_native, never read, was removed: matrix_shapes[i].a_type
-     * names the fp8 format a matrix shape takes.) */
     int32_t n_matrix_shapes;
     qattn_matrix_shape matrix_shapes[QATTN_MAX_MATRIX_SHAPES];
 } qattn_device_caps;
@@ -541,31 +536,15 @@ QATTN_API qattn_status qattn_mqa_logits_plan_compute(const qattn_device_caps *ca
                                                      const qattn_mqa_logits_options *options,
                                                      qattn_mqa_logits_plan *plan,
                                                      char *err, size_t err_size);
-/** EXPERIMENTAL (outside the stable API; for tuning tools and tests): plans
- *  as qattn_mqa_logits_plan_create does with parts of the coopmat geometry
- *  pinned, so every geometry the kernel supports can be timed and checked.
- *  Pins are part of the coopmat gate: one the device cannot hold (threads,
- *  shared memory, the layout's divisibility rules) fails it, which is
- *  QATTN_ERR_VARIANT_GATE naming the pin when options pin coopmat, and a
- *  step down the chain (with the reason) under AUTO. Zero fields are the
- *  planner's choice. A plan made here is sealed like any other, so run's
- *  integrity check accepts it and only it. */
-typedef struct qattn_mqa_logits_geometry {
-    int32_t m_tiles;            /* 16-pair m-tiles of q per subgroup: 1, 2 or 4 */
-    int32_t n_tiles;            /* 16-column n-tiles per KV tile: 1..4 */
-    int32_t rows_per_workgroup; /* >= 2 (one row per workgroup is refused: wrong results on the H200) */
-} qattn_mqa_logits_geometry;
-QATTN_API qattn_status qattn_experimental_mqa_logits_plan_create(
-    qattn_context *ctx, const qattn_mqa_logits_args *args, const qattn_mqa_logits_options *options,
-    const qattn_mqa_logits_geometry *geometry, qattn_mqa_logits_plan *plan);
 /** Runs a plan; never allocates; workspace as for decode. */
 QATTN_API qattn_status qattn_mqa_logits_run(qattn_context *ctx,
                                             const qattn_mqa_logits_plan *plan,
                                             const qattn_mqa_logits_args *args,
                                             qattn_buffer *workspace,
                                             uint64_t workspace_offset);
-/* Measurement ops (qattn_read_stream, qattn_mqa_matrix_ceiling) are in
- * qattn/experimental.h, outside this header's stability promise. */
+/* Tuning and measurement calls (geometry-pinned MQA plans, device
+ * ceilings) are in qattn/experimental.h, outside this header's stability
+ * promise. */
 
 /* ---- operation: paged FP8 MQA logits --------------------------------- */
 /** Inputs and outputs of the indexer at decode time (spec 5): each request
@@ -675,22 +654,6 @@ QATTN_API qattn_status qattn_paged_mqa_logits_run(qattn_context *ctx,
                                                   const qattn_paged_mqa_logits_args *args,
                                                   qattn_buffer *workspace,
                                                   uint64_t workspace_offset);
-
-/* ---- device read bandwidth ------------------------------------------ */
-/** Reads bytes [offset, offset + bytes) of `src` once with the backend's
- *  streaming-read kernel (wide loads, several in flight per lane, enough
- *  workgroups to fill the device) and adds, modulo 2^32, the sum of its
- *  little-endian 32-bit words to the u32 at byte `sum_offset` of `sum`.
- *  The sum makes the reads observable and checkable; the op exists to be
- *  timed: qattn_last_op_time_ms gives its device time, and bytes over that
- *  time is the read bandwidth an op on this backend can reach, the ceiling
- *  qattn-bench reports decode against.
- *  Rules: bytes > 0 and offset multiples of 16, bytes / 16 < 2^31,
- *  sum_offset a multiple of 4, both ranges inside their buffers.
- *  Returns QATTN_ERR_UNSUPPORTED on a backend without the kernel. */
-QATTN_API qattn_status qattn_read_stream(qattn_context *ctx, const qattn_buffer *src,
-                                         uint64_t offset, uint64_t bytes, qattn_buffer *sum,
-                                         uint64_t sum_offset);
 
 #ifdef __cplusplus
 }
