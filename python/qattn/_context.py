@@ -249,6 +249,7 @@ class Context:
         the lock held, from binding to finish()."""
         b = _Binding(self)
         try:
+            b.group([v for _, _, v in pairs if v is not None])
             for name, t, v in pairs:
                 if v is None:
                     ctypes.memset(ctypes.addressof(t), 0, ctypes.sizeof(t))
@@ -305,6 +306,23 @@ class _Binding:
     def __init__(self, ctx):
         self.ctx, self.staged, self.writeback = ctx, [], []
         self.staged_any = False
+        self.groups = []  # [lo, hi, buffer or None, written back]
+
+    def _staged(self, v):
+        ctx = self.ctx
+        native = (ctx.backend == "cpu" and v.mem == HOST) or (ctx.backend == "hip" and v.mem == CUDA)
+        return v.buffer is None and v.mem == HOST and not native and v.span > 0 and v.lo >= 0
+
+    def group(self, views):
+        """Host ranges that overlap are staged as one buffer, so the core
+        sees operands that share memory as sharing a buffer and answers as
+        it does where it reads host memory itself (the cpu backend): an
+        output over an input is refused on every backend."""
+        for lo, hi in sorted((v.lo, v.lo + v.span) for v in views if self._staged(v)):
+            if self.groups and lo < self.groups[-1][1]:
+                self.groups[-1][1] = max(self.groups[-1][1], hi)
+            else:
+                self.groups.append([lo, hi, None, False])
 
     def place(self, v, is_output, name):
         ctx = self.ctx
@@ -326,21 +344,28 @@ class _Binding:
         if v.mem != HOST:
             raise TypeError("device memory (%s) cannot be used by the %s backend" %
                             (v.mem, ctx.backend))
-        buf = ctypes.c_void_p()
-        ctx.check(ctx._lib.qattn_buffer_alloc(ctx._h, v.span, ctypes.byref(buf)))
-        self.staged.append(buf.value)
-        self.staged_any = True
-        ctx.check(ctx._lib.qattn_buffer_upload(ctx._h, buf.value, 0, v.lo, v.span))
-        if is_output:
-            self.writeback.append((buf.value, v))
-        return buf.value, v.ptr - v.lo
+        g = next((g for g in self.groups if g[0] <= v.lo and v.lo + v.span <= g[1]), None)
+        if g is None:  # not grouped (a direct call of place): its own range
+            g = [v.lo, v.lo + v.span, None, False]
+            self.groups.append(g)
+        if g[2] is None:
+            buf = ctypes.c_void_p()
+            ctx.check(ctx._lib.qattn_buffer_alloc(ctx._h, g[1] - g[0], ctypes.byref(buf)))
+            self.staged.append(buf.value)
+            self.staged_any = True
+            g[2] = buf.value
+            ctx.check(ctx._lib.qattn_buffer_upload(ctx._h, buf.value, 0, g[0], g[1] - g[0]))
+        if is_output and not g[3]:
+            g[3] = True
+            self.writeback.append((g[2], g[0], g[1] - g[0]))
+        return g[2], v.ptr - g[0]
 
     def finish(self, ok):
         ctx = self.ctx
         try:
             if ok:
-                for buf, v in self.writeback:
-                    ctx.check(ctx._lib.qattn_buffer_download(ctx._h, buf, 0, v.lo, v.span))
+                for buf, lo, span in self.writeback:
+                    ctx.check(ctx._lib.qattn_buffer_download(ctx._h, buf, 0, lo, span))
         finally:
             for buf in self.staged:
                 ctx._lib.qattn_buffer_free(ctx._h, buf)

@@ -1,4 +1,4 @@
-"""float64 references written from /work/shared/spec/ops.md, independent of
+"""float64 references written from docs/ops.md, independent of
 the C library, and the number-format and interchange helpers the tests need."""
 import numpy as np
 

@@ -219,3 +219,22 @@ def test_closed_context_says_so(fresh_ctx, request):
         assert e.value.message == "%s: the context is closed (close() was called); " \
             "make a new one" % what.strip(), (what, e.value.message)
         assert e.value.status_name == "QATTN_ERR_INVALID_ARGUMENT"
+
+
+# ---- item 5: an output over an input, one answer on every backend --------
+def test_output_over_input_refused_alike(fresh_ctx, cpu, request):
+    """out = q: the cpu backend (reading host memory itself) refused it,
+    Vulkan's host staging copied q and out into two buffers and ran. Host
+    ranges that overlap are staged as one buffer now, so every backend gives
+    the cpu's answer and writes nothing."""
+    msgs = []
+    for ctx in (cpu, fresh_ctx):
+        p, args, kw = decode_setup(ctx, request)
+        plan = ctx.decode_plan(**args, **kw)
+        q = p["q"].copy()
+        before = q.copy()
+        with pytest.raises(qattn.QattnError) as e:
+            plan.run(q, out=q)
+        assert np.array_equal(q, before), "%s: the refused call wrote its output" % ctx.backend
+        msgs.append(message(e.value))
+    assert msgs[1] == msgs[0], "%s answers %r, cpu %r" % (fresh_ctx.backend, msgs[1], msgs[0])

@@ -8,10 +8,8 @@
 set -uo pipefail
 top=${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 cd "$top" || exit 1
-# python/ is the binding's: its one hit (python/tests/refs.py's docstring)
-# is fixed there; drop this exclusion once it is.
 excl=(--exclude-dir=.git --exclude-dir='build*' --exclude-dir=runs --exclude-dir=.devbuild --exclude-dir=.gl
-      --exclude-dir=python --exclude-dir=__pycache__ --exclude=repo_refs.sh)
+      --exclude-dir=__pycache__ --exclude=repo_refs.sh)
 fail=0
 out=$(grep -rInE "(\.\./shared|shared/(notes|spec|tools)|/work/(shared|main|h-))" "${excl[@]}" . || true)
 if [ -n "$out" ]; then
