@@ -9,13 +9,17 @@
 # byte offset. Pass: each log's case line starts with "ok", the last line
 # is "big_cache: passed", exit 0. The bad-input cases (items 2, 3,
 # 5) run in 20-hardening.sh's hardening_bad_inputs_core.
+# BIG_REQUESTS=N checks only the first N requests (the cache stays full size
+# and its pages still spread over all of it: the log's last line names the
+# highest page read); BIG_PARALLEL=1 runs the Vulkan and HIP cases together.
+req=${BIG_REQUESTS:+--requests $BIG_REQUESTS}
 for p in 1 8 16; do
-  step combined_bf16_vk_p$p 480 "$B/tests/qattn_big_cache" --backend vulkan --layout combined --full --page $p
+  step combined_bf16_vk_p$p 480 "$B/tests/qattn_big_cache" --backend vulkan --layout combined --full --page $p $req
 done
-wait_steps
+[ "${BIG_PARALLEL:-0}" = 1 ] || wait_steps
 for p in 1 8 16; do
   [ -x "$H/qattn_big_cache" ] &&
-    step combined_bf16_hip_p$p 480 "$H/qattn_big_cache" --backend hip --layout combined --full --page $p
+    step combined_bf16_hip_p$p 480 "$H/qattn_big_cache" --backend hip --layout combined --full --page $p $req
 done
 wait_steps
 TAIL=4 report combined_bf16_vk_p1 combined_bf16_vk_p8 combined_bf16_vk_p16 \
