@@ -36,7 +36,11 @@ rm -rf build/py-prefix
 cmake --install build/test --prefix "$PWD/build/py-prefix" >/dev/null
 pysite=$PWD/build/py-prefix/$(sed -n 's/^QATTN_PYTHON_INSTALL_DIR:STRING=//p' build/test/CMakeCache.txt)
 PYTHONPATH=$pysite python3 -m qattn
-PYTHONPATH=$pysite PYTHONDONTWRITEBYTECODE=1 QATTN_PYTEST_REQUIRE=cpu,vulkan \
+# torch: Debian's CPU build, which the Debian 13 root lists, so there the torch
+# tests (CPU tensors through the cpu backend, opcheck, torch.compile) must run
+pyreq=cpu,vulkan
+[ "${QATTN_IN_TOOLROOT:-}" = 1 ] && pyreq=$pyreq,torch
+PYTHONPATH=$pysite PYTHONDONTWRITEBYTECODE=1 QATTN_PYTEST_REQUIRE=$pyreq \
   python3 -m pytest -p no:cacheprovider -rs python/tests
 # the README's Python block, as a user pastes it
 sed -n '/^## Python/,/^## Status/p' README.md | sed -n '/^```python$/,/^```$/p' | sed '1d;$d' >build/readme.py
