@@ -206,7 +206,7 @@ def test_paged_decode_matches_its_dequantized_cache(dev):
         paged.append(i, k[:, :, :50], v[:, :, :50])  # a prefill
         for t in range(50, L):  # then single tokens
             paged.append(i, k[:, :, t:t + 1], v[:, :, t:t + 1])
-    assert paged.seq_len(1) == L and paged.lens.tolist() == [[L, L], [L, L]]
+    assert paged.seq_len(1) == L and paged.lens[:, :B].tolist() == [[L, L], [L, L]]
     for R in (1, 4):
         q = torch.randn((B, Hq, R, D), generator=g).to(dev, torch.bfloat16)
         for i in range(2):

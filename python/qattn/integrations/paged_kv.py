@@ -70,8 +70,11 @@ class PagedKV:
             self.v_cache.append(torch.zeros((n_pages, P, H, D), dtype=dt, device=self.device))
             self.k_scale.append(torch.zeros((n_pages, P, H), device=self.device) if quant else None)
             self.v_scale.append(torch.zeros((n_pages, P, H), device=self.device) if quant else None)
-        self.lens = torch.zeros((self.num_layers, B), dtype=torch.int32, device=self.device)
-        self._lens_rows = [self.lens[i] for i in range(self.num_layers)]
+        # one kv_lens row per layer, each 64-byte aligned like the first (a
+        # plan binds operands of the alignment it was made for)
+        row = -(-B // 16) * 16
+        self.lens = torch.zeros((self.num_layers, row), dtype=torch.int32, device=self.device)
+        self._lens_rows = [self.lens[i, :B] for i in range(self.num_layers)]
         self._seq = [0] * self.num_layers
         self._slots = None   # (start, count, slot_mapping): shared by the layers of a step
         self._plans = {}     # (R, Hq, sm_scale) -> [plan bound to each layer]
