@@ -27,6 +27,7 @@ Needs torch with a GPU, transformers and qattn's HIP library
 (QATTN_LIBRARY_DIR). Prints a table; --json writes every number.
 """
 import argparse
+import gc
 import json
 import sys
 import time
@@ -115,7 +116,10 @@ class Timer:
 
 def run(kind, model, a, timer):
     attn = {"qattn": "qattn_timed", "bf16-dynamic": "sdpa_timed", "bf16-static": "sdpa_timed"}[kind]
-    model.set_attn_implementation(attn)
+    try:
+        model.set_attn_implementation(attn)
+    except (AttributeError, ValueError, TypeError, KeyError):
+        model.config._attn_implementation = attn
     cache = make_cache(kind, model, a)
     fill(cache, a, kind)
     cache.update = timer.wrap("cache update", cache.update)
@@ -171,7 +175,8 @@ def run(kind, model, a, timer):
                            2 * a.layers * a.batch * a.kv_heads * a.head_dim * 2 *
                            (a.context + (0 if kind == "bf16-dynamic" else a.steps + a.warmup + 8))),
     }
-    del cache
+    del cache, step
+    gc.collect()  # the timed update wrapper holds the cache in a cycle
     torch.cuda.empty_cache()
     return res
 
