@@ -3,6 +3,13 @@
 markdown tables of docs/perf.md (every ratio from numbers of the same run).
 
 Usage: perf_table.py BENCH_JSON [TORCH_JSON]
+       perf_table.py BENCH_JSON [TORCH_JSON] --plot OUT.png [--hip HIP_BENCH_JSON] [--title T]
+
+--plot draws the run instead (matplotlib; Debian's python3-matplotlib, which
+the tool root has): per decode preset, qattn (and the HIP twin with --hip),
+torch SDPA over a bf16 cache and the best peer figure as bars of time, the
+memory floor (the bytes the decode must move / the copy rate, else the read
+bandwidth) marked on each; per MQA preset, TFLOP/s against torch and the bar.
 
 The decode table holds each preset against its ceilings: the read bandwidth
 qattn-bench measured through the same backend at its start, the time of
@@ -123,7 +130,108 @@ def verdict(r, by_name, copy, sdpa):
     return text, "yes"
 
 
+def plot(bench, torch, out, hip=None, title=None):
+    """The run as a PNG: decode presets' times as bars, floors marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = [r for r in bench["results"] if not r.get("error")]
+    check_bytes(results)
+    copy = torch["copy"]["GBps"] if torch else 0
+    read = bench.get("read_bandwidth", {})
+    read_gbps = read.get("GBps", 0) if read.get("verified") else 0
+    floor_gbps, floor_what = (copy, "copy rate") if copy else (read_gbps, "read bandwidth")
+    sdpa = {r["name"]: r["median_us"] for r in torch["decode"]} if torch else {}
+    hipr = {r["preset"]: r for r in hip["results"] if not r.get("error")} if hip else {}
+    decode = [r for r in results if r["op"] == "decode"]
+    mqa = [r for r in results if r["op"] == "mqa_logits"]
+    panels = [p for p in (decode, mqa) if p]
+    if not panels:
+        sys.exit("perf_table: nothing to plot in this JSON")
+    fig, axes = plt.subplots(len(panels), 1, figsize=(13, 5.2 * len(panels)), squeeze=False)
+    backend = decode[0]["backend"] if decode else results[0]["backend"]
+    dev = results[0]["device"]
+    if decode:
+        ax = axes[0][0]
+        series = [("qattn (%s)" % backend, [r["median_us"] for r in decode], "#1f77b4")]
+        if hipr:
+            series.append(("qattn (HIP on NVIDIA)",
+                           [hipr[r["preset"]]["median_us"] if r["preset"] in hipr else 0
+                            for r in decode], "#17becf"))
+        if sdpa:
+            series.append(("torch SDPA, bf16 cache", [sdpa.get(r["preset"], 0) for r in decode],
+                           "#ff7f0e"))
+        if any(r["preset"] in PEERS for r in decode):
+            series.append(("best peer (anchors.md)", [PEERS.get(r["preset"], 0) for r in decode],
+                           "#7f7f7f"))
+        n, w = len(series), 0.8 / len(series)
+        for i, (label, ys, color) in enumerate(series):
+            xs = [j + (i - (n - 1) / 2) * w for j in range(len(decode))]
+            bars = ax.bar([x for x, y in zip(xs, ys) if y], [y for y in ys if y], w, label=label,
+                          color=color)
+            for b in bars:
+                ax.annotate("%.0f" % b.get_height(), (b.get_x() + b.get_width() / 2, b.get_height()),
+                            ha="center", va="bottom", fontsize=6, rotation=90)
+        if floor_gbps:
+            for j, r in enumerate(decode):
+                f = r["bytes"] / (floor_gbps * 1e3)
+                ax.hlines(f, j - 0.45, j + 0.45, colors="black", linestyles="--", linewidth=1.2,
+                          label="memory floor of qattn's cache format (its bytes / %s %.0f GB/s)" % (floor_what, floor_gbps)
+                          if j == 0 else None)
+        ax.set_yscale("log")
+        ax.set_ylabel("decode time, us (log; lower is better)")
+        ax.set_xticks(range(len(decode)))
+        ax.set_xticklabels([r["preset"].replace("decode_", "") for r in decode], rotation=25,
+                           ha="right", fontsize=8)
+        ax.legend(fontsize=8, loc="upper left")
+        ax.grid(axis="y", which="both", alpha=0.3)
+        ax.set_title(("%s: decode" % title) if title else "decode on %s: qattn-bench medians, %s" % (
+            dev, "torch %s same run" % torch["torch"] if torch else "no torch baseline"),
+            fontsize=10)
+    if mqa:
+        ax = axes[len(panels) - 1][0]
+        tm = {r["name"]: r for r in torch["mqa"]} if torch else {}
+        tf = [r["flops"] / (r["median_us"] * 1e6) for r in mqa]
+        tt = [tm[r["preset"]]["TFLOPs"] if r["preset"] in tm else 0 for r in mqa]
+        xs = range(len(mqa))
+        ax.bar([x - 0.2 for x in xs], tf, 0.4, label="qattn (%s)" % mqa[0]["backend"],
+               color="#1f77b4")
+        if any(tt):
+            ax.bar([x + 0.2 for x, y in zip(xs, tt) if y], [y for y in tt if y], 0.4,
+                   label="torch fp8", color="#ff7f0e")
+        for j, r in enumerate(mqa):
+            if r["preset"] in MQA_TARGETS:
+                ax.hlines(MQA_TARGETS[r["preset"]], j - 0.45, j + 0.45, colors="red",
+                          linestyles=":", label="bar (issue 10)" if j == 0 else None)
+            if r.get("ceiling_tflops"):
+                ax.hlines(r["ceiling_tflops"], j - 0.45, j + 0.45, colors="black",
+                          linestyles="--", label="matrix ceiling" if j == 0 else None)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([r["preset"] for r in mqa], rotation=25, ha="right", fontsize=8)
+        ax.set_ylabel("TFLOP/s (higher is better)")
+        ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+        ax.set_title(("%s: MQA logits" % title) if title else "MQA logits on %s" % dev,
+                     fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print("perf_table: wrote %s" % out)
+
+
 def main():
+    if "--plot" in sys.argv:
+        import argparse
+        ap = argparse.ArgumentParser(usage=__doc__)
+        ap.add_argument("bench")
+        ap.add_argument("torch", nargs="?")
+        ap.add_argument("--plot", required=True)
+        ap.add_argument("--hip")
+        ap.add_argument("--title")
+        a = ap.parse_args()
+        plot(json.load(open(a.bench)), json.load(open(a.torch)) if a.torch else None, a.plot,
+             json.load(open(a.hip)) if a.hip else None, a.title)
+        return
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
     bench = json.load(open(sys.argv[1]))

@@ -36,11 +36,24 @@ rm -rf build/py-prefix
 cmake --install build/test --prefix "$PWD/build/py-prefix" >/dev/null
 pysite=$PWD/build/py-prefix/$(sed -n 's/^QATTN_PYTHON_INSTALL_DIR:STRING=//p' build/test/CMakeCache.txt)
 PYTHONPATH=$pysite python3 -m qattn
-PYTHONPATH=$pysite PYTHONDONTWRITEBYTECODE=1 QATTN_PYTEST_REQUIRE=cpu,vulkan \
+# torch: Debian's CPU build, which the Debian 13 root lists, so there the torch
+# tests (CPU tensors through the cpu backend, opcheck, torch.compile) must run
+pyreq=cpu,vulkan
+[ "${QATTN_IN_TOOLROOT:-}" = 1 ] && pyreq=$pyreq,torch
+PYTHONPATH=$pysite PYTHONDONTWRITEBYTECODE=1 QATTN_PYTEST_REQUIRE=$pyreq \
   python3 -m pytest -p no:cacheprovider -rs python/tests
 # the README's Python block, as a user pastes it
 sed -n '/^## Python/,/^## Status/p' README.md | sed -n '/^```python$/,/^```$/p' | sed '1d;$d' >build/readme.py
 PYTHONPATH=$pysite python3 build/readme.py && echo "the README's Python block ran"
+# bench/perf_table.py: the table and the --plot picture of the latest committed run
+# (matplotlib: Debian's, in the Debian 13 root)
+run=docs/runs/h200-s5-4
+python3 bench/perf_table.py $run/bench_vk.json $run/torch.json >/dev/null
+if [ "${QATTN_IN_TOOLROOT:-}" = 1 ] || python3 -c 'import matplotlib' 2>/dev/null; then
+  python3 bench/perf_table.py $run/bench_vk.json $run/torch.json --hip $run/bench_hip.json \
+    --plot build/perf_plot.png
+  [ "$(head -c 4 build/perf_plot.png | tail -c 3)" = PNG ] || { echo "perf_table --plot wrote no PNG"; exit 1; }
+fi
 
 echo "== core and cpu-backend tests under -fsanitize=address,undefined"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DQATTN_SANITIZE=ON \

@@ -32,6 +32,7 @@ packages=(
   libcmocka-dev libvulkan-dev libvulkan-volk-dev
   mesa-vulkan-drivers vulkan-validationlayers gcc g++ libc6-dev
   libclang-rt-19-dev python3 python3-numpy python3-pytest
+  python3-torch libtorch-dev python3-dev python3-setuptools python3-matplotlib
 )
 tag=debian13-$(printf '%s\n' "${packages[@]}" | sha256sum | cut -c1-12)
 root=${QATTN_TOOLROOT:-/var/cache/qattn/$tag}

@@ -80,7 +80,9 @@ def _empty_like(ctx, ref, shape, dtype, pad_last=None):
 def _workspace(ctx, ref, nbytes):
     if not nbytes:
         return None
-    if _is_torch(ref) and ref.device.type != "cpu":
+    # a torch tensor wherever the backend reads the memory in place (hip: GPU
+    # memory, cpu: host memory), so the custom ops can take it as a Tensor
+    if _is_torch(ref) and (ref.device.type != "cpu" or ctx.backend == "cpu"):
         t = _torch()
         return t.empty(nbytes, dtype=t.uint8, device=ref.device)
     return DeviceArray(ctx, (nbytes,), L.I8)

@@ -2,7 +2,13 @@
 CUDA "portable twin"): decode, KV store and MQA logits against float64
 references in torch, CUDA-graph capture and replay with fresh inputs,
 torch.compile(fullgraph=True), and vLLM's cache layout decoded in place.
-Skipped (saying so) where torch, a GPU or the HIP library is absent."""
+Skipped (saying so) where torch, a GPU or the HIP library is absent.
+
+The tests at the end ("On CPU tensors") run on CPU tensors through the cpu
+backend, which CI does with Debian's CPU torch: the same decode / KV store /
+MQA checks, torch.library.opcheck on each custom op (on CPU and, where a GPU
+is, CUDA tensors), the fake implementations, and torch.compile(fullgraph=True)
+with aot_eager and inductor."""
 import math
 import numpy as np
 import pytest
@@ -11,7 +17,10 @@ import qattn
 from conftest import REQUIRED
 from refs import DLPackOnly, fp8_table
 
-torch = pytest.importorskip("torch", reason="skipped: torch is not installed")
+if "torch" in REQUIRED:  # CI: torch must be there (Debian's CPU build in the tool root)
+    import torch
+else:
+    torch = pytest.importorskip("torch", reason="skipped: torch is not installed")
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +40,8 @@ def hip():
     ctx.close()
 
 
-def gen(seed):
-    g = torch.Generator(device="cuda")
+def gen(seed, device="cuda"):
+    g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
 
@@ -45,31 +54,31 @@ def fp8_values(codes, fmt):
 
 def random_codes(shape, fmt, g):
     """uint8 codes of finite fp8 values, magnitudes up to a few units."""
-    c = torch.randint(0, 256, shape, generator=g, device="cuda", dtype=torch.int32)
+    c = torch.randint(0, 256, shape, generator=g, device=g.device, dtype=torch.int32)
     c = c & 0xB7  # exponent field <= 7: |x| < 2 (fn) or 1 (fnuz), no fn NaN code
     c = torch.where(c == 0x80, torch.zeros_like(c), c)  # -0 in fn is the fnuz NaN
     return c.to(torch.uint8)
 
 
 def make_paged(seed, B=4, R=1, Hq=32, Hkv=8, D=128, P=16, n_blocks=64, max_len=300,
-               fmt="fp8_e4m3fn"):
+               fmt="fp8_e4m3fn", device="cuda"):
     """vLLM's layout: caches [num_blocks, block_size, Hkv, D] as uint8 fp8
     codes, scales [num_blocks, block_size, Hkv] f32, a block table
     [B, max_blocks] int32 and context lengths [B]."""
-    g = gen(seed)
+    g = gen(seed, device)
     max_blocks = (max_len + P - 1) // P
     n_blocks = max(n_blocks, B * max_blocks + 4)
     kc = random_codes((n_blocks, P, Hkv, D), fmt, g)
     vc = random_codes((n_blocks, P, Hkv, D), fmt, g)
-    ks = torch.rand((n_blocks, P, Hkv), generator=g, device="cuda") * 0.02 + 0.01
+    ks = torch.rand((n_blocks, P, Hkv), generator=g, device=device) * 0.02 + 0.01
     # V of order 1 (codes below 2 times 0.75-1.25), so outputs, means of
     # many V rows, stay far above the 2e-3 absolute tolerance: a kernel
     # that wrote zeros or read the wrong cache fails
-    vs = torch.rand((n_blocks, P, Hkv), generator=g, device="cuda") * 0.5 + 0.75
-    table = torch.randperm(n_blocks, generator=g, device="cuda")[:B * max_blocks]
+    vs = torch.rand((n_blocks, P, Hkv), generator=g, device=device) * 0.5 + 0.75
+    table = torch.randperm(n_blocks, generator=g, device=device)[:B * max_blocks]
     table = table.to(torch.int32).reshape(B, max_blocks)
-    lens = torch.randint(R, max_len + 1, (B,), generator=g, device="cuda", dtype=torch.int32)
-    q = torch.randn((B, R, Hq, D), generator=g, device="cuda").to(torch.bfloat16)
+    lens = torch.randint(R, max_len + 1, (B,), generator=g, device=device, dtype=torch.int32)
+    q = torch.randn((B, R, Hq, D), generator=g, device=device).to(torch.bfloat16)
     return dict(q=q, k_cache=kc, v_cache=vc, k_scale=ks, v_scale=vs, block_table=table,
                 lens=lens, page_size=P, max_len=max_len, fmt=fmt)
 
@@ -402,3 +411,185 @@ def test_bad_args_torch(hip):
     ctx.close()
     with pytest.raises(qattn.QattnError, match="DecodePlan: the context is closed"):
         plan.run(p["q"])
+
+
+# ---- On CPU tensors (the cpu backend), and each op on both devices -------
+# A CPU tensor is an input like a numpy array: the cpu backend reads and
+# writes it in place. CI runs these with Debian's CPU torch.
+DEVICES = ["cpu", "cuda"]
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def tdev(request):
+    """(device, context): the cpu backend on CPU tensors, HIP on CUDA ones."""
+    if request.param == "cpu":
+        ctx = qattn.Context(backend="cpu")
+        yield "cpu", ctx
+        ctx.close()
+    else:
+        yield "cuda", request.getfixturevalue("hip")
+
+
+def cpu_paged(seed, **kw):
+    return make_paged(seed, device="cpu", **kw)
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3fn", "fp8_e4m3fnuz"])
+def test_cpu_decode_in_place(cpu, fmt):
+    """CPU tensors in vLLM's layout: read where they are (the cpu backend
+    wraps their memory), matching the float64 reference."""
+    p = cpu_paged(31, R=2, fmt=fmt)
+    plan = plan_for(cpu, p)
+    out = torch.full(p["q"].shape, float("nan"), dtype=torch.bfloat16)
+    assert plan.run(p["q"], out=out) is out
+    wrapped = {lo for (lo, span) in cpu._wrapped}
+    for name in ("k_cache", "v_cache", "k_scale", "v_scale", "block_table"):
+        assert p[name].data_ptr() in wrapped, "%s was not read in place" % name
+    assert_decode_close(out, decode_ref64(p), "cpu decode " + fmt)
+    o2 = plan.run(p["q"])  # allocated by the plan: a CPU tensor
+    assert o2.device.type == "cpu" and o2.dtype == torch.bfloat16 and torch.equal(o2, out)
+
+
+def test_cpu_kv_store_matches_torch_fp8_cast(cpu):
+    """KV store on CPU tensors: scale = amax / 448 per token and head, code =
+    torch's own round-to-nearest-even cast of x / scale (an independent
+    encoder), skipped slots (-1) untouched."""
+    if not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("skipped: this torch has no float8_e4m3fn")
+    g = gen(32, "cpu")
+    T, Hkv, D, n_blocks, P = 11, 4, 128, 6, 16
+    k_new = torch.randn((T, Hkv, D), generator=g).to(torch.bfloat16)
+    v_new = torch.randn((T, Hkv, D), generator=g).to(torch.bfloat16) * 3
+    slots = torch.randperm(n_blocks * P, generator=g)[:T].to(torch.int32)
+    slots[4] = -1
+    kc = torch.zeros((n_blocks, P, Hkv, D), dtype=torch.uint8)
+    vc, ks, vs = torch.zeros_like(kc), torch.zeros((n_blocks, P, Hkv)), torch.zeros((n_blocks, P, Hkv))
+    cpu.kv_store(k_new, v_new, slots, kc, vc, ks, vs, kv_format="fp8_e4m3fn")
+    for new, c, sc in ((k_new, kc, ks), (v_new, vc, vs)):
+        flat_c, flat_s = c.view(-1, Hkv, D), sc.view(-1, Hkv)
+        for t in range(T):
+            if slots[t] < 0:
+                continue
+            x = new[t].float()
+            scale = x.abs().amax(-1) / 448.0
+            assert torch.equal(flat_s[slots[t]], scale), "scale of token %d" % t
+            want = (x / scale[:, None]).to(torch.float8_e4m3fn).view(torch.uint8)
+            assert torch.equal(flat_c[slots[t]], want), "codes of token %d" % t
+    assert int((ks > 0).sum()) == (T - 1) * Hkv
+
+
+def test_cpu_mqa_logits(cpu):
+    g = gen(33, "cpu")
+    S, H, D, Skv = 9, 8, 128, 300
+    q = random_codes((S, H, D), "fp8_e4m3fn", g)
+    k = random_codes((Skv, D), "fp8_e4m3fn", g)
+    k_scale = torch.rand(Skv, generator=g) * 0.1
+    w = torch.randn((S, H), generator=g)
+    ks = torch.randint(0, Skv, (S,), generator=g, dtype=torch.int32)
+    ke = ks + torch.randint(0, 200, (S,), generator=g, dtype=torch.int32)
+    out = cpu.mqa_logits_plan(q, k, k_scale, w, ks, ke, q_format="fp8_e4m3fn",
+                              k_format="fp8_e4m3fn").run()
+    assert out.device.type == "cpu" and out.shape == (S, Skv)
+    qf, kf = fp8_values(q, "fp8_e4m3fn"), fp8_values(k, "fp8_e4m3fn")
+    ref = torch.einsum("sh,shj->sj", w.double(),
+                       (torch.einsum("shd,jd->shj", qf, kf) * k_scale.double()).clamp_min(0))
+    mag = torch.einsum("sh,shj->sj", w.double().abs(),
+                       torch.einsum("shd,jd->shj", qf.abs(), kf.abs()) * k_scale.double())
+    cols = torch.arange(Skv)
+    inside = (cols[None] >= ks[:, None]) & (cols[None] < ke[:, None].clamp_max(Skv))
+    assert torch.isneginf(out[~inside]).all()
+    err = (out.double() - ref).abs() - (4e-5 * mag + 1e-6)
+    assert (err[inside] <= 0).all()
+
+
+def _op_args(dev, ctx):
+    """Arguments of each custom op, on `dev` tensors, for `ctx`."""
+    p = make_paged(34, device=dev)
+    plan = plan_for(ctx, p)
+    ws = plan.workspace
+    if ws is not None and not isinstance(ws, torch.Tensor):
+        pytest.fail("the plan's workspace on %s tensors is a %s, not a tensor: the custom op "
+                    "cannot take it" % (dev, type(ws).__name__))
+    indptr, indices = paging_of(p["block_table"])
+    out = torch.empty(p["q"].shape, dtype=torch.bfloat16, device=dev)
+    decode = (p["q"], p["k_cache"], p["v_cache"], p["k_scale"], p["v_scale"], indptr, indices,
+              p["lens"], None, out, None, ws, plan.id, 0)
+    g = gen(35, dev)
+    T, Hkv, D = 5, 8, 128
+    kv = (torch.randn((T, Hkv, D), generator=g, device=dev).to(torch.bfloat16),
+          torch.randn((T, Hkv, D), generator=g, device=dev).to(torch.bfloat16),
+          torch.arange(3, 3 + T, dtype=torch.int32, device=dev),
+          torch.zeros((4, 16, Hkv, D), dtype=torch.uint8, device=dev),
+          torch.zeros((4, 16, Hkv, D), dtype=torch.uint8, device=dev),
+          torch.zeros((4, 16, Hkv), device=dev), torch.zeros((4, 16, Hkv), device=dev),
+          ctx.id, "fp8_e4m3fn", 0)
+    S, H, Skv = 5, 4, 256  # logits rows of 256: unpadded, as the functionalized clone is
+    q8 = random_codes((S, H, D), "fp8_e4m3fn", g)  # uint8 codes: opcheck does arithmetic
+    k8 = random_codes((Skv, D), "fp8_e4m3fn", g)    # on inputs, which fp8 dtypes lack on CPU
+    ksc = torch.rand(Skv, generator=g, device=dev)
+    w = torch.randn((S, H), generator=g, device=dev)
+    ks = torch.zeros(S, dtype=torch.int32, device=dev)
+    ke = torch.full((S,), Skv, dtype=torch.int32, device=dev)
+    mplan = ctx.mqa_logits_plan(q8, k8, ksc, w, ks, ke, q_format="fp8_e4m3fn",
+                                k_format="fp8_e4m3fn")
+    mout = torch.empty((S, 256), device=dev)[:, :Skv]
+    mqa = (q8, k8, ksc, w, ks, ke, mout, mplan.workspace, mplan.id, 0)
+    return {"decode": (decode, plan), "kv_store": (kv, None), "mqa_logits": (mqa, mplan)}
+
+
+@pytest.mark.parametrize("op", ["decode", "kv_store", "mqa_logits"])
+def test_opcheck_each_op(tdev, op):
+    """torch.library.opcheck with every check it has: the schema (mutated
+    arguments declared), autograd registration, the fake implementation
+    against the real one, and AOT dispatch (static and dynamic shapes)."""
+    dev, ctx = tdev
+    args, keep = _op_args(dev, ctx)[op]
+    torch.library.opcheck(getattr(torch.ops.qattn, op).default, args)
+
+
+def test_fake_implementations(tdev):
+    """Under FakeTensorMode each op runs its fake implementation: no data is
+    read or written, no library call is made, and outputs keep their shapes."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    dev, ctx = tdev
+    calls = _op_args(dev, ctx)
+    mode = FakeTensorMode()
+    for op, (args, keep) in calls.items():
+        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        with mode:
+            assert getattr(torch.ops.qattn, op)(*fake) is None
+    # the real tensors are untouched: the decode output is still empty memory
+    # (NaN-filled here so a write would show)
+    args, plan = calls["decode"]
+    args[9].fill_(float("nan"))
+    with FakeTensorMode() as m:
+        torch.ops.qattn.decode(*[m.from_tensor(a) if isinstance(a, torch.Tensor) else a
+                                 for a in args])
+    assert torch.isnan(args[9]).all()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_cpu_torch_compile_fullgraph(cpu, backend):
+    """torch.compile(fullgraph=True) over CPU tensors: a KV store then a
+    decode with ops around them, traced as the custom ops (any graph break
+    fails). inductor generates C++ for the surrounding ops (it needs a C++
+    compiler and Python's headers, which the CI root has)."""
+    torch._dynamo.reset()
+    p = cpu_paged(36)
+    plan = plan_for(cpu, p)
+    slot = torch.tensor([5], dtype=torch.int32)  # a slot no request reads
+
+    def step(q, k_new):
+        cpu.kv_store(k_new * 1.0, k_new, slot, p["k_cache"], p["v_cache"], p["k_scale"],
+                     p["v_scale"], kv_format=p["fmt"])
+        return plan.run(q * 1.0).float() * 2.0
+
+    compiled = torch.compile(step, fullgraph=True, backend=backend)
+    k_new = torch.randn((1, 8, 128)).to(torch.bfloat16)
+    got = compiled(p["q"], k_new)
+    assert_decode_close(got / 2.0, decode_ref64(p), "cpu torch.compile " + backend)
+    q2 = torch.randn(p["q"].shape).to(torch.bfloat16)
+    assert_decode_close(compiled(q2, k_new) / 2.0, decode_ref64(p, q2),
+                        "cpu torch.compile %s, new q" % backend)
+    print("torch.compile(fullgraph=True, backend=%r) ran on CPU tensors (torch %s)" %
+          (backend, torch.__version__))
