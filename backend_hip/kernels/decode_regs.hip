@@ -87,6 +87,21 @@
 
 #if QH_REGS_BUILT
 
+/* Which paths this build compiles: the NVIDIA layout's (mma.sync) on the
+ * twin, and on the wave32 host simulation too, where its mma.sync is
+ * emulated from the PTX layout (QATTN_HOSTSIM_REGS_TWIN=1 runs it, see the
+ * instantiations); the AMD one (MFMA / WMMA) on gfx942 and gfx12. */
+#if defined(QH_NVIDIA) || (defined(QH_HOSTSIM) && QH_WAVE == 32)
+#define QH_REGS_NVL 1
+#else
+#define QH_REGS_NVL 0
+#endif
+#if defined(QH_GFX942) || defined(QH_GFX12)
+#define QH_REGS_AMDL 1
+#else
+#define QH_REGS_AMDL 0
+#endif
+
 QH_DEV float rg_pow2(int k) { return qh_bits_f32((uint32_t)(k + 127) << 23); }
 QH_DEV float rg_ldexp(float x, int e) {
     const int e1 = e / 2;
@@ -165,13 +180,37 @@ QH_DEV uint32_t rg_gather4(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, i
 }
 #endif
 
-#if defined(QH_NVIDIA)
+#if QH_REGS_NVL
 /* D = A B + C, m16n8k16 f16 -> f32 (layouts at the top of the file). */
 QH_DEV void rg_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if defined(QH_NVIDIA)
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    /* Emulation (host simulation), from the PTX layout: lane l = 4g + t
+     * computes D[g + 8 (i / 2)][2t + i % 2], i < 4. A[row][k] is in lane
+     * 4 (row % 8) + (k % 8) / 2, register row / 8 + 2 (k / 8), half k % 2;
+     * B[k][n] in lane 4n + (k % 8) / 2, register k / 8, half k % 2. */
+    uint64_t a01[32], a23[32], bw[32];
+    qhsim_wave_gather_u64((uint64_t)a[0] | ((uint64_t)a[1] << 32), a01);
+    qhsim_wave_gather_u64((uint64_t)a[2] | ((uint64_t)a[3] << 32), a23);
+    qhsim_wave_gather_u64((uint64_t)b0 | ((uint64_t)b1 << 32), bw);
+    const uint32_t lane = qh_lane(), g = lane >> 2, t = lane & 3u;
+    for (uint32_t i = 0; i < 4; ++i) {
+        const uint32_t row = g + 8u * (i >> 1), col = 2u * t + (i & 1u);
+        float acc = c[i];
+        for (uint32_t k = 0; k < 16; ++k) {
+            const uint32_t al = 4u * (row % 8u) + (k % 8u) / 2u, ar = row / 8u + 2u * (k / 8u);
+            const uint32_t areg = (uint32_t)((ar < 2 ? a01[al] : a23[al]) >> (32u * (ar & 1u)));
+            const uint32_t breg = (uint32_t)(bw[4u * col + (k % 8u) / 2u] >> (32u * (k / 8u)));
+            acc += qh_f16_to_f32((uint16_t)(areg >> (16u * (k % 2u)))) *
+                   qh_f16_to_f32((uint16_t)(breg >> (16u * (k % 2u))));
+        }
+        c[i] = acc;
+    }
+#endif
 }
 #endif
 
@@ -236,7 +275,8 @@ QH_DEV void rg_page_of(const qh_decode_params &p, const rg_keys &k, rg_walk &w) 
 /* ======================================================================
  * Stage 1
  * ====================================================================== */
-template <int FMT, int D> QH_DEV void decode_regs(const qh_decode_params &p) {
+/* NVL: the NVIDIA layout's path (mma.sync), else the AMD one. */
+template <int FMT, int D, bool NVL> QH_DEV void decode_regs(const qh_decode_params &p) {
     constexpr float KF = FMT == QH_FNUZ ? 128.0f : FMT == QH_FN ? 256.0f : 1.0f;
     constexpr int NB = D / 16; /* 16-dim blocks */
     const int R = p.m.R, QH = p.m.QH, ROWS = QH * R;
@@ -285,7 +325,8 @@ template <int FMT, int D> QH_DEV void decode_regs(const qh_decode_params &p) {
         rs = sbase[so];
     };
 
-#if defined(QH_NVIDIA)
+    if constexpr (NVL) {
+#if QH_REGS_NVL
     /* ================= NVIDIA: decode_regs.comp, stage by stage ========= */
     constexpr int KW = D / 16; /* K words (4 codes) a lane reads per key */
     constexpr int VW = D / 32; /* V words a lane reads per key */
@@ -520,7 +561,9 @@ template <int FMT, int D> QH_DEV void decode_regs(const qh_decode_params &p) {
             at[1] = lt;
         }
     }
-#else
+#endif
+    } else {
+#if QH_REGS_AMDL
     /* ================= AMD: S^T = K Q^T, O^T = V^T P^T ================== */
     constexpr int NG = QH_WAVE / 16;      /* lane groups: 4 (gfx942), 2 (gfx12) */
     constexpr int KPL = 16 / NG;          /* k slots per lane per block = keys per lane */
@@ -726,14 +769,36 @@ template <int FMT, int D> QH_DEV void decode_regs(const qh_decode_params &p) {
         at[1] = l;
     }
 #endif
+    }
 }
 
 /* ======================================================================
  * Instantiations: the names the runtime looks up (qh_kernels.def)
  * ====================================================================== */
+#if defined(QH_NVIDIA)
+#define QH_REGS_RUN(fmt, d, p) decode_regs<fmt, d, true>(p)
+#elif QH_REGS_NVL
+/* The wave32 host simulation runs the NVIDIA path instead of gfx12's when
+ * QATTN_HOSTSIM_REGS_TWIN=1 (hip_hostsim_gfx12_parity_decode_regs_twin):
+ * the twin's logic, bounds and layouts checked on the CPU, its mma.sync
+ * emulated from the PTX layout. */
+#include <stdlib.h>
+static bool rg_sim_twin(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("QATTN_HOSTSIM_REGS_TWIN");
+        v = e && e[0] == '1';
+    }
+    return v != 0;
+}
+#define QH_REGS_RUN(fmt, d, p) \
+    (rg_sim_twin() ? decode_regs<fmt, d, true>(p) : decode_regs<fmt, d, false>(p))
+#else
+#define QH_REGS_RUN(fmt, d, p) decode_regs<fmt, d, false>(p)
+#endif
 #define QH_DEC_REGS(name, fmt, d)                                                                      \
     QH_KERNEL QH_LAUNCH_BOUNDS(QH_WAVE) void qattn_decode_regs_##name##_d##d(qh_decode_params p) { \
-        decode_regs<fmt, d>(p);                                                                        \
+        QH_REGS_RUN(fmt, d, p);                                                                        \
     }
 #define QH_DEC_REGS_D(name, fmt) \
     QH_DEC_REGS(name, fmt, 64)   \
