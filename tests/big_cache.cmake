@@ -51,9 +51,11 @@ foreach(sim ${_bc_sims})
     target_link_libraries(${exe} PRIVATE ${QATTN_BIG_CACHE_LIBM})
   endif()
   target_compile_definitions(${exe} PRIVATE QATTN_LINKS_HIP)
-  # decode: the HIP kernels form 32-bit offsets, so they refuse a cache of
-  # more than 2^32 elements (QATTN_ERR_UNSUPPORTED, which the test accepts
-  # from a device and reports) instead of reading wrapped offsets.
+  # decode: the test's plans (fp8, D 128, pages of 16) are regs plans, whose
+  # kernel (decode_regs.hip) forms 64-bit page bases and computes them; the
+  # tiled kernels form 32-bit offsets and refuse such a cache
+  # (QATTN_ERR_UNSUPPORTED, which the test accepts from a device and
+  # reports) instead of reading wrapped offsets.
   foreach(part store decode)
     add_test(NAME big_cache_hip_hostsim_${sim}_${part}
              COMMAND ${exe} --backend hip --part ${part} --size large)

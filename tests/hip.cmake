@@ -124,4 +124,19 @@ foreach(sim ${_hip_sims})
     set_tests_properties(hip_hostsim_${sim}_parity_${op} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
                          LABELS "hip;hostsim;parity")
   endforeach()
+  # AUTO plans regs for 8-bit caches of D 64 / 128 on every HIP target, so
+  # the tiled matrix kernels keep their own run at those shapes
+  add_test(NAME hip_hostsim_${sim}_parity_decode_matrix COMMAND ${exe} --backend hip --op decode --variant matrix)
+  set_tests_properties(hip_hostsim_${sim}_parity_decode_matrix PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
+                       LABELS "hip;hostsim;parity")
+  # The wave32 simulation also runs the regs kernels' NVIDIA-twin path (the
+  # H200's: mma.sync, emulated from the PTX layout), so the twin's logic,
+  # bounds and fragment mapping are checked before any H200 run
+  # (backend_hip/kernels/decode_regs.hip, QATTN_HOSTSIM_REGS_TWIN)
+  if(sim STREQUAL "gfx12")
+    add_test(NAME hip_hostsim_${sim}_parity_decode_regs_twin
+             COMMAND ${exe} --backend hip --op decode --variant regs)
+    set_tests_properties(hip_hostsim_${sim}_parity_decode_regs_twin PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
+                         ENVIRONMENT QATTN_HOSTSIM_REGS_TWIN=1 LABELS "hip;hostsim;parity")
+  endif()
 endforeach()

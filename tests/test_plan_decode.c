@@ -169,6 +169,17 @@ static int has_f16_shape(const qattn_device_caps *c, int n) {
     return 0;
 }
 
+/* Whether the regs gate takes shape s on c: a known fragment layout and a
+ * shape its gate takes (page_size is the shapes' 16 here), in subgroups of
+ * 32 or, on the HIP backend's gfx942 (the only fake device whose layout is
+ * known from its ISA, qh_target_caps.h), waves of 64. */
+static int expected_subgroup(const qattn_device_caps *c);
+static int expected_regs(const qattn_device_caps *c, shape s) {
+    const int sg = expected_subgroup(c);
+    return (c->features & QATTN_FEAT_FRAGMENT_LAYOUT) && has_f16_shape(c, 16) && s.dt != QATTN_BF16 &&
+           (s.D == 64 || s.D == 128) && (sg == 32 || (sg == 64 && strcmp(c->arch, "gfx942") == 0));
+}
+
 /* Matrix N the matrix variant uses for a block of `rows` query rows, or 0
  * when its gate fails: fp8 / int8 caches, a matrix unit, 16x8x16 f16 -> f32
  * for at most 8 rows where the device has it, else 16x16x16. */
@@ -215,10 +226,7 @@ static void check_plan(const qattn_device_caps *c, shape s, qattn_decode_variant
     EXPECT_EQ(p->q_heads_per_workgroup, qh);
     /* variant and row slots */
     const int mn = expected_matrix_n(c, s.dt, rows);
-    /* regs: a known fragment layout and a shape its gate takes (page_size is
-     * the shapes' 16 here) */
-    const int regs = (c->features & QATTN_FEAT_FRAGMENT_LAYOUT) && has_f16_shape(c, 16) && s.dt != QATTN_BF16 &&
-                     (s.D == 64 || s.D == 128) && expected_subgroup(c) == 32;
+    const int regs = expected_regs(c, s);
     const qattn_decode_variant want = pin != QATTN_DECODE_AUTO ? pin
                                       : regs                   ? QATTN_DECODE_REGS
                                       : mn                     ? QATTN_DECODE_MATRIX
@@ -327,7 +335,7 @@ static int sweep(plan_visitor visit) {
             expect_contains(err, "matrix gate");
             continue;
         }
-        if (v == QATTN_DECODE_REGS) { /* no fake device here knows its fragment layout */
+        if (v == QATTN_DECODE_REGS && !expected_regs(c, s)) { /* only gfx942 knows its fragment layout */
             EXPECT_EQ(st, QATTN_ERR_VARIANT_GATE);
             expect_contains(err, "regs gate");
             continue;
@@ -415,9 +423,9 @@ static void test_devices(void **state) {
     EXPECT_EQ(p.matrix_shape.n, 16);
     EXPECT_EQ(p.row_slots, 16);
     EXPECT_EQ(p.subgroup_size, 32);
-    /* gfx942: waves of 64 */
+    /* gfx942: waves of 64; the HIP backend knows its fragment layout: regs */
     assert_int_equal(plan_shape(&mi, TARGET, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
-    EXPECT_EQ(p.variant, QATTN_DECODE_MATRIX);
+    EXPECT_EQ(p.variant, QATTN_DECODE_REGS);
     EXPECT_EQ(p.subgroup_size, 64);
     EXPECT_EQ(p.workgroup_size, 64);
     /* D 256 with 16 rows fits lavapipe's 32 KiB, for every dtype */
@@ -1261,7 +1269,8 @@ static void test_vk_launch(void **state) {
 /* ---- the register-resident variant ----
  * The H200 with its fragment layout probed: AUTO takes regs for fp8 and
  * int8 caches of D 64 / 128 in pages of a multiple of 16 rows, and steps to
- * matrix (saying why) for anything else; a pin outside the gate fails. */
+ * matrix (saying why) for anything else; a pin outside the gate fails.
+ * Waves of 64 pass only on the HIP backend's gfx942. */
 static void test_regs_gate(void **state) {
     (void)state;
     qattn_device_caps h = caps_h200();
@@ -1318,6 +1327,29 @@ static void test_regs_gate(void **state) {
     assert_int_equal(plan_shape(&plain, s, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
     EXPECT_EQ(p.variant, QATTN_DECODE_MATRIX);
     expect_contains(p.reason, "fragment layout");
+    /* waves of 64: the HIP backend's gfx942 (its MFMA kernel's fragments
+     * span the wave, layout from the ISA) takes regs... */
+    const qattn_device_caps mi = caps_gfx942();
+    EXPECT(mi.features & QATTN_FEAT_FRAGMENT_LAYOUT);
+    for (int d = 0; d < 2; ++d) {
+        shape m = TARGET;
+        m.D = dims[d];
+        assert_int_equal(plan_shape(&mi, m, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
+        EXPECT_EQ(p.variant, QATTN_DECODE_REGS);
+        EXPECT_EQ(p.subgroup_size, 64);
+        EXPECT_EQ(p.shared_bytes, 0u);
+        check_plan(&mi, m, QATTN_DECODE_AUTO, 0, &p);
+    }
+    /* ...a Vulkan device whose subgroups are 64 does not, whatever it
+     * reports (the shader's fragments are those of 32 lanes) */
+    qattn_device_caps v64 = caps_rdna4();
+    v64.subgroup_size_min = v64.subgroup_size_max = 64;
+    v64.features |= QATTN_FEAT_FRAGMENT_LAYOUT;
+    assert_int_equal(plan_shape(&v64, s, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
+    EXPECT_EQ(p.variant, QATTN_DECODE_MATRIX);
+    expect_contains(p.reason, "subgroups of 64");
+    assert_int_equal(plan_shape(&v64, s, QATTN_DECODE_REGS, 0, &p, err), QATTN_ERR_VARIANT_GATE);
+    expect_contains(err, "subgroups of 64");
 }
 
 

@@ -13,7 +13,7 @@
 #     Writes a C file that embeds every entry with .incbin and defines the
 #     qh_code_objects table (src/qh_code_objects.h).
 set(QATTN_HIP_KERNEL_DIR ${CMAKE_CURRENT_LIST_DIR}/../kernels)
-set(QATTN_HIP_KERNEL_SOURCES decode kv_store mqa_logits paged_mqa_logits read_bandwidth)
+set(QATTN_HIP_KERNEL_SOURCES decode decode_regs kv_store mqa_logits paged_mqa_logits read_bandwidth)
 # The core's kernel argument blocks (qattn/kernel_args.h) are part of the
 # kernels' parameters.
 set(QATTN_HIP_CORE_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../../core/include)

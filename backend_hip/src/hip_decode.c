@@ -7,7 +7,8 @@
  * nothing here re-derives a launch decision. The plan's variant is the
  * kernel that runs: simt -> qattn_decode_tiled_simt_*, matrix ->
  * qattn_decode_tiled_matrix_* (MFMA f16 on gfx942, WMMA f16 on gfx12,
- * nvcuda::wmma on the NVIDIA twin).
+ * nvcuda::wmma on the NVIDIA twin), regs -> qattn_decode_regs_*
+ * (kernels/decode_regs.hip: mma.sync on the twin, MFMA / WMMA f16).
  */
 #include <inttypes.h>
 #include <string.h>
@@ -42,12 +43,13 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
     if (!ws || !ws->buffer || ws->bytes < plan->workspace_bytes)
         return qh_fail(be, QATTN_ERR_WORKSPACE, "decode: the plan needs %" PRIu64 " workspace bytes, given %" PRIu64,
                        plan->workspace_bytes, ws && ws->buffer ? ws->bytes : 0);
-    /* 32-bit offsets (qh_params.h): this kernel's offsets wrap past 2^32
-     * elements, so a cache tensor spanning more is refused rather than
-     * read at wrapped offsets (the Vulkan kernel forms 64-bit page bases) */
+    /* 32-bit offsets (qh_params.h): the tiled kernels' offsets wrap past
+     * 2^32 elements, so a cache tensor spanning more is refused rather than
+     * read at wrapped offsets (the Vulkan kernel and the regs kernel form
+     * 64-bit page bases) */
     const qattn_tensor *t4[4] = {&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale};
     static const char *const t4_name[4] = {"k_cache", "v_cache", "k_scale", "v_scale"};
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 4 && plan->variant != QATTN_DECODE_REGS; ++i) {
         if (!t4[i]->buffer) continue;
         uint64_t span = 1;
         for (int d = 0; d < t4[i]->rank; ++d)

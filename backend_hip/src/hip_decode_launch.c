@@ -45,17 +45,41 @@ static int tiled_kernel(int matrix, qattn_dtype dt, int d, int target) {
     }
 }
 
+static const int kernel_targets[] = {
+#define QH_KERNEL_SPEC(name, source, targets, waves, insn942, insn12) targets,
+#include "qh_kernels.def"
+#undef QH_KERNEL_SPEC
+};
+
+/* The register-resident kernel (decode_regs.hip): 8-bit caches, D 64 and
+ * 128, on the targets qh_kernels.def lists it for. */
+static int regs_kernel(qattn_dtype dt, int d, int target) {
+    const int di = d == 64 ? 0 : d == 128 ? 1 : -1;
+    int k = -1;
+    if (di < 0) return -1;
+    switch (dt) {
+    case QATTN_I8: k = QH_K_qattn_decode_regs_i8_d64 + di; break;
+    case QATTN_FP8_E4M3FN: k = QH_K_qattn_decode_regs_fn_d64 + di; break;
+    case QATTN_FP8_E4M3FNUZ: k = QH_K_qattn_decode_regs_fnuz_d64 + di; break;
+    default: return -1;
+    }
+    return (kernel_targets[k] & target) ? k : -1;
+}
+
 int qh_decode_launch_of(const qattn_decode_plan *p, int target, int wave, qh_decode_launch *out, char *why,
                         size_t n) {
     memset(out, 0, sizeof *out);
-    if (p->variant != QATTN_DECODE_SIMT && p->variant != QATTN_DECODE_MATRIX) {
-        snprintf(why, n, "no tiled kernel for variant %s", qattn_decode_variant_name(p->variant));
+    if (p->variant != QATTN_DECODE_SIMT && p->variant != QATTN_DECODE_MATRIX && p->variant != QATTN_DECODE_REGS) {
+        snprintf(why, n, "no decode kernel for variant %s", qattn_decode_variant_name(p->variant));
         return 0;
     }
-    const int matrix = p->variant == QATTN_DECODE_MATRIX;
-    const int k = tiled_kernel(matrix, p->kv_dtype, p->head_dim, target);
+    const int regs = p->variant == QATTN_DECODE_REGS;
+    const int matrix = p->variant == QATTN_DECODE_MATRIX || regs;
+    const int k = regs ? regs_kernel(p->kv_dtype, p->head_dim, target)
+                       : tiled_kernel(matrix, p->kv_dtype, p->head_dim, target);
     if (k < 0 || p->head_dim_v != p->head_dim) {
-        snprintf(why, n, "no tiled %s kernel for a %s cache with D %d, Dv %d", qattn_decode_variant_name(p->variant),
+        snprintf(why, n, "no %s decode kernel for a %s cache with D %d, Dv %d on this target",
+                 qattn_decode_variant_name(p->variant),
                  qattn_dtype_name(p->kv_dtype), (int)p->head_dim, (int)p->head_dim_v);
         return 0;
     }
@@ -91,7 +115,22 @@ int qh_decode_launch_of(const qattn_decode_plan *p, int target, int wave, qh_dec
             return 0;
         }
     }
-    if (p->shared_bytes != (uint32_t)QH_DEC_LDS_BYTES(p->head_dim, p->row_slots)) {
+    if (regs) {
+        /* no LDS; tiles of one page (one page id per tile); whole 16-byte
+         * chunks of K/V rows */
+        if (p->shared_bytes != 0) {
+            snprintf(why, n, "plan.shared_bytes %u: the regs kernel uses no LDS", (unsigned)p->shared_bytes);
+            return 0;
+        }
+        if (!p->page_tiled) {
+            snprintf(why, n, "plan.page_tiled 0: the regs kernel reads one page id per tile");
+            return 0;
+        }
+        if (p->load_bytes != 16) {
+            snprintf(why, n, "plan.load_bytes %d: the regs kernel loads 16-byte K/V chunks", (int)p->load_bytes);
+            return 0;
+        }
+    } else if (p->shared_bytes != (uint32_t)QH_DEC_LDS_BYTES(p->head_dim, p->row_slots)) {
         snprintf(why, n, "plan.shared_bytes %u: the kernel's LDS layout for D %d and %d row slots is %u B",
                  (unsigned)p->shared_bytes, (int)p->head_dim, (int)p->row_slots,
                  (unsigned)QH_DEC_LDS_BYTES(p->head_dim, p->row_slots));

@@ -142,8 +142,9 @@ static int matrix_gate(const qattn_device_caps *caps, const qattn_decode_args *a
 /* The register-resident variant's gate (shaders/decode_regs.comp): every
  * query row of a workgroup on the M side of one 16x16x16 f16 fragment, each
  * lane building its K and V fragments from its own 16-byte loads, which
- * needs the device's fragment layout, subgroups of 32, whole 16-byte K/V
- * chunks, and tiles that lie in one page. */
+ * needs the device's fragment layout, subgroups of 32 (or the HIP
+ * backend's gfx942 wave64), whole 16-byte K/V chunks, and tiles that lie
+ * in one page. */
 static int regs_gate(const qattn_device_caps *caps, const qattn_decode_args *a, uint32_t sg, int32_t load,
                      char *why, size_t n) {
     const int cr = a->k_cache.rank;
@@ -160,7 +161,12 @@ static int regs_gate(const qattn_device_caps *caps, const qattn_decode_args *a, 
         snprintf(why, n, "regs gate: the fragment layout of device %s is not one the kernel knows", caps->arch);
         return 0;
     }
-    if (sg != 32) {
+    /* 32 lanes: the layout the Vulkan kernel knows (probed) and the HIP
+     * backend's wave32 kernels; 64 only for the HIP backend's gfx942 kernel
+     * (MFMA fragments of a wave64; a HIP device's arch is its ISA name, a
+     * Vulkan one's reads "vulkan:..."). */
+    const int wave64_ok = sg == 64 && strcmp(caps->arch, "gfx942") == 0;
+    if (sg != 32 && !wave64_ok) {
         snprintf(why, n, "regs gate: subgroups of %u lanes (the kernel's fragments need 32)", (unsigned)sg);
         return 0;
     }

@@ -396,7 +396,7 @@ static void run_decode(side *sd, const layout *l, int64_t *used, int *n_used, co
         if (st == QATTN_OK) st = qattn_decode_run(s->ctx, &plan, &a, ws[i], 0);
         if (st == QATTN_ERR_UNSUPPORTED && i) {
             /* a backend that cannot address this cache says so (the HIP
-             * kernels: 32-bit offsets); it must not compute it wrong */
+             * tiled kernels: 32-bit offsets); it must not compute it wrong */
             printf("refused %s: %s\n", name, qattn_last_error(s->ctx));
             goto out;
         }

@@ -8,7 +8,9 @@
  * (backend_hip/src/hip_decode_launch.c, the function hip_decode.c launches
  * through) must give the plan's grid, workgroup size, dynamic LDS, merge
  * grid and merge workgroup, and the kernel its variant and dtype name; the
- * plan's shared bytes must be the kernel's LDS layout. Then plans the
+ * plan's shared bytes must be the kernel's LDS layout (0 for the
+ * register-resident regs kernel, which every target has and AUTO plans for
+ * 8-bit caches of D 64 and 128). Then plans the
  * kernels were not built for (edited fields) must be refused with the field
  * named. Exit 0: all held; 1: a failure (the case is printed).
  */
@@ -22,7 +24,7 @@
 #include "qh_params.h"
 #include "qh_target_caps.h"
 
-static int g_fail, g_checked;
+static int g_fail, g_checked, g_regs;
 static char g_case[256];
 
 #define EXPECT(cond)                                                                  \
@@ -117,8 +119,11 @@ static void check_launch(const target *t, const qattn_decode_plan *p) {
     EXPECT(ok);
     if (!ok) return;
     char name[64];
-    snprintf(name, sizeof name, "qattn_decode_tiled_%s_%s_d%d", qattn_decode_variant_name(p->variant),
-             dt_tag(p->kv_dtype), (int)p->head_dim);
+    if (p->variant == QATTN_DECODE_REGS)
+        snprintf(name, sizeof name, "qattn_decode_regs_%s_d%d", dt_tag(p->kv_dtype), (int)p->head_dim);
+    else
+        snprintf(name, sizeof name, "qattn_decode_tiled_%s_%s_d%d", qattn_decode_variant_name(p->variant),
+                 dt_tag(p->kv_dtype), (int)p->head_dim);
     if (strcmp(qh_kernel_name(l.kernel), name) != 0) printf("  kernel %s, expected %s\n", qh_kernel_name(l.kernel), name);
     EXPECT(strcmp(qh_kernel_name(l.kernel), name) == 0);
     for (int i = 0; i < 3; ++i) {
@@ -128,7 +133,16 @@ static void check_launch(const target *t, const qattn_decode_plan *p) {
     EXPECT(l.block == (unsigned)p->workgroup_size);
     EXPECT(l.block == (unsigned)t->wave);
     EXPECT(l.shared == p->shared_bytes);
-    EXPECT(p->shared_bytes == (uint32_t)QH_DEC_LDS_BYTES(p->head_dim, p->row_slots));
+    if (p->variant == QATTN_DECODE_REGS) {
+        /* the register-resident kernel: no LDS, one page id per tile, whole
+         * 16-byte chunks, 16 row slots of a 16x16x16 f16 fragment */
+        EXPECT(p->shared_bytes == 0);
+        EXPECT(p->page_tiled && p->load_bytes == 16 && p->row_slots == 16);
+        EXPECT(p->kv_dtype != QATTN_BF16 && (p->head_dim == 64 || p->head_dim == 128));
+        ++g_regs;
+    } else {
+        EXPECT(p->shared_bytes == (uint32_t)QH_DEC_LDS_BYTES(p->head_dim, p->row_slots));
+    }
     EXPECT(l.merge_block == (unsigned)p->merge_workgroup_size);
     /* the matrix kernels issue 16x16x16 f16 with 16 row slots; bf16 stays simt */
     if (p->variant == QATTN_DECODE_MATRIX) EXPECT(p->row_slots == 16 && p->kv_dtype != QATTN_BF16);
@@ -149,7 +163,8 @@ int main(void) {
     static const qattn_dtype dts[] = {QATTN_BF16, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FNUZ, QATTN_I8};
     static const int dims[] = {64, 128, 256}, rs[] = {1, 2, 3, 8}, gs[] = {1, 3, 4, 8, 16};
     static const int hkvs[] = {1, 8}, bs[] = {1, 16}, ls[] = {1, 129, 4099, 32768}, splits[] = {0, 1, 7, 256};
-    static const qattn_decode_variant pins[] = {QATTN_DECODE_AUTO, QATTN_DECODE_SIMT, QATTN_DECODE_MATRIX};
+    static const qattn_decode_variant pins[] = {QATTN_DECODE_AUTO, QATTN_DECODE_SIMT, QATTN_DECODE_MATRIX,
+                                                QATTN_DECODE_REGS};
     int refused_by_gate = 0;
     for (int ti = 0; ti < 3; ++ti) {
         const target t = target_of(ti);
@@ -161,7 +176,7 @@ int main(void) {
                             for (size_t b = 0; b < 2; ++b)
                                 for (size_t li = 0; li < 4; ++li)
                                     for (size_t si = 0; si < 4; ++si)
-                                        for (size_t pi = 0; pi < 3; ++pi) {
+                                        for (size_t pi = 0; pi < 4; ++pi) {
                                             const qattn_decode_args args =
                                                 args_of(bs[b], rs[r], gs[g] * hkvs[h], hkvs[h], dims[d], ls[li], dts[a]);
                                             qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;
@@ -175,9 +190,14 @@ int main(void) {
                                                      qattn_dtype_name(dts[a]), splits[si],
                                                      qattn_decode_variant_name(pins[pi]));
                                             const qattn_status s = qattn_decode_plan_compute(&t.caps, &args, &o, &p, err, sizeof err);
+                                            /* regs: 8-bit caches of D 64 and 128 (pages of
+                                             * 16 and 16-byte rows: every case here) */
+                                            const int regs_fits = dts[a] != QATTN_BF16 && dims[d] != 256;
                                             if (s == QATTN_ERR_VARIANT_GATE) {
-                                                ++refused_by_gate; /* pinned matrix for bf16 */
-                                                EXPECT(dts[a] == QATTN_BF16 && pins[pi] == QATTN_DECODE_MATRIX);
+                                                /* pinned matrix for bf16, pinned regs outside its gate */
+                                                ++refused_by_gate;
+                                                EXPECT((dts[a] == QATTN_BF16 && pins[pi] == QATTN_DECODE_MATRIX) ||
+                                                       (pins[pi] == QATTN_DECODE_REGS && !regs_fits));
                                                 continue;
                                             }
                                             EXPECT(s == QATTN_OK);
@@ -195,9 +215,15 @@ int main(void) {
                                                 EXPECT(!qh_decode_launch_of(&p, t.bit, t.wave, &l, why, sizeof why));
                                                 continue;
                                             }
-                                            /* AUTO on these targets: matrix for 8-bit caches */
-                                            if (pins[pi] == QATTN_DECODE_AUTO)
-                                                EXPECT((p.variant == QATTN_DECODE_MATRIX) == (dts[a] != QATTN_BF16));
+                                            /* AUTO on these targets: regs for 8-bit caches of
+                                             * D 64 and 128 (every target has the regs kernels
+                                             * and reports QATTN_FEAT_FRAGMENT_LAYOUT), matrix
+                                             * for D 256, simt for bf16 */
+                                            if (pins[pi] == QATTN_DECODE_AUTO) {
+                                                EXPECT((p.variant == QATTN_DECODE_REGS) == regs_fits);
+                                                EXPECT((p.variant == QATTN_DECODE_MATRIX) ==
+                                                       (dts[a] != QATTN_BF16 && !regs_fits));
+                                            }
                                             check_launch(&t, &p);
                                         }
         /* edited plans: each field the kernels were built for */
@@ -206,6 +232,37 @@ int main(void) {
         char err[256];
         if (qattn_decode_plan_compute(&t.caps, &args, NULL, &p0, err, sizeof err) != QATTN_OK) {
             printf("FAIL %s: no plan: %s\n", t.name, err);
+            return 1;
+        }
+        if (p0.variant != QATTN_DECODE_REGS || !(t.caps.features & QATTN_FEAT_FRAGMENT_LAYOUT)) {
+            printf("FAIL %s: AUTO planned %s for an fp8 D 128 cache, not regs\n", t.name,
+                   qattn_decode_variant_name(p0.variant));
+            ++g_fail;
+        }
+        /* the regs plan's own fields */
+        p = p0;
+        p.shared_bytes = 16;
+        expect_refused(&t, &p, "shared_bytes");
+        p = p0;
+        p.page_tiled = 0;
+        expect_refused(&t, &p, "page_tiled");
+        p = p0;
+        p.load_bytes = 8;
+        expect_refused(&t, &p, "load_bytes");
+        p = p0;
+        p.head_dim = p.head_dim_v = 256;
+        expect_refused(&t, &p, "regs decode kernel");
+        p = p0;
+        p.row_slots = 8;
+        expect_refused(&t, &p, "matrix shape");
+        p = p0;
+        p.subgroup_size = p.workgroup_size = t.wave == 64 ? 32 : 64;
+        expect_refused(&t, &p, "subgroup");
+        /* the rest on the matrix plan */
+        qattn_decode_options om = QATTN_DECODE_OPTIONS_INIT;
+        om.variant = QATTN_DECODE_MATRIX;
+        if (qattn_decode_plan_compute(&t.caps, &args, &om, &p0, err, sizeof err) != QATTN_OK) {
+            printf("FAIL %s: no matrix plan: %s\n", t.name, err);
             return 1;
         }
         p = p0;
@@ -232,9 +289,13 @@ int main(void) {
         p.variant = QATTN_DECODE_AUTO;
         expect_refused(&t, &p, "variant");
     }
-    printf("%d launches checked against their plans (3 targets), %d pinned-matrix bf16 plans refused by the "
-           "gate, %d failure(s)\n",
-           g_checked, refused_by_gate, g_fail);
+    printf("%d launches checked against their plans (3 targets; %d of them regs), %d pinned plans refused by "
+           "the gate (matrix for bf16, regs outside its gate), %d failure(s)\n",
+           g_checked, g_regs, refused_by_gate, g_fail);
+    if (g_regs < 1000) {
+        printf("FAIL: too few regs plans checked\n");
+        return 1;
+    }
     if (g_checked < 5000) {
         printf("FAIL: too few plans checked\n");
         return 1;

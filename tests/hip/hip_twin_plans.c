@@ -8,9 +8,11 @@
  * gfx942 capabilities and runs them through qattn_decode_run /
  * qattn_mqa_logits_run on the HIP context, so the portable twins of those
  * kernels run with exactly the geometry an AMD device would get:
- *   AMD decode plan     -> the tiled matrix kernel with the AMD target's
- *                          geometry (splits for its compute units): the
- *                          gfx1201 plan on a wave32 device (gfx12, the
+ *   AMD decode plan     -> the register-resident kernel (AUTO: the AMD
+ *                          targets know their fragment layouts) and the
+ *                          tiled matrix kernel (pinned), each with the AMD
+ *                          target's geometry (splits for its compute units):
+ *                          the gfx1201 plan on a wave32 device (gfx12, the
  *                          NVIDIA twin), the gfx942 plan on a wave64 one (a
  *                          plan's one-wave workgroup is the device's wave)
  *   AMD MQA plan        -> staged (4 waves sharing each LDS tile), chosen
@@ -87,10 +89,11 @@ static qattn_device_caps amd_caps(int gfx12) {
 /* ---- decode: an AMD target's tiled plan ---- */
 static int dev_wave = 32;
 
-static int decode_case(int idx, qattn_dtype fmt, int G, int splits, int window, float cap, int sinks) {
+static int decode_case(int idx, qattn_dtype fmt, int G, int splits, int window, float cap, int sinks,
+                       qattn_decode_variant pin) {
     char name[128];
-    snprintf(name, sizeof name, "twin/decode/%s_G%d_s%d_w%d_cap%g_sink%d", qattn_dtype_name(fmt), G,
-             splits, window, cap, sinks);
+    snprintf(name, sizeof name, "twin/decode/%s_G%d_s%d_w%d_cap%g_sink%d_%s", qattn_dtype_name(fmt), G,
+             splits, window, cap, sinks, qattn_decode_variant_name(pin));
     qt_rng rng = qt_rng_for(name);
     qt_rng_case(&rng, (uint64_t)idx);
     const int64_t B = 3, R = 1, Hkv = 4, Hq = Hkv * G, D = 128, P = 16;
@@ -148,15 +151,18 @@ static int decode_case(int idx, qattn_dtype fmt, int G, int splits, int window, 
     const qattn_device_caps camd = amd_caps(dev_wave == 32);
     qattn_decode_options opt = QATTN_DECODE_OPTIONS_INIT;
     opt.num_splits = splits;
+    opt.variant = pin;
+    /* AUTO: regs (fp8, D 128, pages of 16); pinned matrix: matrix */
+    const qattn_decode_variant want = pin == QATTN_DECODE_AUTO ? QATTN_DECODE_REGS : pin;
     qattn_decode_plan plan, rplan;
     char err[512] = "";
     int ok = 1;
     if (qattn_decode_plan_compute(&camd, &a[0], &opt, &plan, err, sizeof err) != QATTN_OK) {
         printf("FAIL %s: no %s plan (%s)\n", name, camd.arch, err);
         ok = 0;
-    } else if (plan.variant != QATTN_DECODE_MATRIX) {
-        printf("FAIL %s: the %s plan is %s, not matrix (%s)\n", name, camd.arch,
-               qattn_decode_variant_name(plan.variant), plan.reason);
+    } else if (plan.variant != want) {
+        printf("FAIL %s: the %s plan is %s, not %s (%s)\n", name, camd.arch,
+               qattn_decode_variant_name(plan.variant), qattn_decode_variant_name(want), plan.reason);
         ok = 0;
     }
     qattn_buffer *ws = NULL, *rws = NULL;
@@ -194,7 +200,9 @@ static int decode_case(int idx, qattn_dtype fmt, int G, int splits, int window, 
             }
         free(o_d), free(o_r), free(l_d), free(l_r);
     }
-    if (ok) printf("ok   %s (%s plan, %d splits)\n", name, camd.arch, (int)plan.num_splits);
+    if (ok)
+        printf("ok   %s (%s plan: %s, %d splits)\n", name, camd.arch, qattn_decode_variant_name(plan.variant),
+               (int)plan.num_splits);
     qattn_buffer_free(dev, ws);
     qattn_buffer_free(ref, rws);
     drop(bq), drop(bk), drop(bv), drop(bks), drop(bvs), drop(bip), drop(bpg), drop(bln), drop(bsk),
@@ -316,11 +324,13 @@ int main(void) {
     int ok = 1, idx = 0;
     const qattn_dtype fmts[2] = {QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FNUZ};
     for (int f = 0; f < 2; ++f)
-        for (int G = 4; G <= 8; G += 4) {
-            ok &= decode_case(idx++, fmts[f], G, 0, -1, 0.0f, 0);
-            ok &= decode_case(idx++, fmts[f], G, 4, 100, 0.0f, 1);
-            ok &= decode_case(idx++, fmts[f], G, 1, -1, 30.0f, 1);
-        }
+        for (int G = 4; G <= 8; G += 4)
+            for (int v = 0; v < 2; ++v) {
+                const qattn_decode_variant pin = v ? QATTN_DECODE_MATRIX : QATTN_DECODE_AUTO;
+                ok &= decode_case(idx++, fmts[f], G, 0, -1, 0.0f, 0, pin);
+                ok &= decode_case(idx++, fmts[f], G, 4, 100, 0.0f, 1, pin);
+                ok &= decode_case(idx++, fmts[f], G, 1, -1, 30.0f, 1, pin);
+            }
     ok &= mqa_case(idx++, 37, 64, 128, 300, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FN, 1);
     ok &= mqa_case(idx++, 17, 32, 64, 129, QATTN_FP8_E4M3FNUZ, QATTN_FP8_E4M3FN, 0);
     ok &= mqa_case(idx++, 40, 16, 256, 200, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FNUZ, 1);

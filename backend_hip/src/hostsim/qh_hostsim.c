@@ -324,6 +324,7 @@ hipError_t qhsim_module_launch_kernel(hipFunction_t f, unsigned gx, unsigned gy,
 /* The "code objects": one per kernel source, naming the source. */
 const qh_code_object qh_code_objects[] = {
     {SIM_ARCH, "decode", (const unsigned char *)"decode", NULL},
+    {SIM_ARCH, "decode_regs", (const unsigned char *)"decode_regs", NULL},
     {SIM_ARCH, "kv_store", (const unsigned char *)"kv_store", NULL},
     {SIM_ARCH, "mqa_logits", (const unsigned char *)"mqa_logits", NULL},
     {SIM_ARCH, "paged_mqa_logits", (const unsigned char *)"paged_mqa_logits", NULL},

@@ -12,6 +12,7 @@ struct qhsim_kernel {
 };
 
 #define QH_PARAMS_decode qh_decode_params
+#define QH_PARAMS_decode_regs qh_decode_params
 #define QH_PARAMS_kv_store qh_kv_store_params
 #define QH_PARAMS_mqa_logits qh_mqa_params
 #define QH_PARAMS_paged_mqa_logits qh_paged_mqa_params
