@@ -1337,7 +1337,7 @@ static void test_regs_gate(void **state) {
         assert_int_equal(plan_shape(&mi, m, QATTN_DECODE_AUTO, 0, &p, err), QATTN_OK);
         EXPECT_EQ(p.variant, QATTN_DECODE_REGS);
         EXPECT_EQ(p.subgroup_size, 64);
-        EXPECT_EQ(p.shared_bytes, 0u);
+        EXPECT_EQ(p.shared_bytes, QATTN_DECODE_REGS_SHARED_BYTES(m.D));
         check_plan(&mi, m, QATTN_DECODE_AUTO, 0, &p);
     }
     /* ...a Vulkan device whose subgroups are 64 does not, whatever it

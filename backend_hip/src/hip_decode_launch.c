@@ -116,10 +116,12 @@ int qh_decode_launch_of(const qattn_decode_plan *p, int target, int wave, qh_dec
         }
     }
     if (regs) {
-        /* no LDS; tiles of one page (one page id per tile); whole 16-byte
-         * chunks of K/V rows */
-        if (p->shared_bytes != 0) {
-            snprintf(why, n, "plan.shared_bytes %u: the regs kernel uses no LDS", (unsigned)p->shared_bytes);
+        /* the plan's LDS (q's staging in the Vulkan kernel; this one holds
+         * q in registers and leaves it unused); tiles of one page (one page
+         * id per tile); whole 16-byte chunks of K/V rows */
+        if (p->shared_bytes != QATTN_DECODE_REGS_SHARED_BYTES(p->head_dim)) {
+            snprintf(why, n, "plan.shared_bytes %u: a regs plan reserves %u B for D %d", (unsigned)p->shared_bytes,
+                     (unsigned)QATTN_DECODE_REGS_SHARED_BYTES(p->head_dim), (int)p->head_dim);
             return 0;
         }
         if (!p->page_tiled) {

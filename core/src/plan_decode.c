@@ -328,8 +328,8 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
     } else {
         p.row_slots = (int32_t)rows;
     }
-    /* The register-resident kernel stages only q (16 rows of D + 8 f16, once). */
-    const uint64_t sh = p.variant == QATTN_DECODE_REGS ? 16u * (uint64_t)(D + 8) * 2u : tiled_shared(D, p.row_slots);
+    /* The register-resident kernel stages only q, once. */
+    const uint64_t sh = p.variant == QATTN_DECODE_REGS ? QATTN_DECODE_REGS_SHARED_BYTES(D) : tiled_shared(D, p.row_slots);
     if (sh > caps->max_shared_bytes)
         return qattn__err(err, err_size, QATTN_ERR_UNSUPPORTED,
                           "decode: a tile of D %" PRId64 " for %d rows needs %" PRIu64

@@ -55,6 +55,12 @@ typedef struct qattn_decode_tile_args {
     float sm_scale, softcap;
 } qattn_decode_tile_args;
 
+/* Shared memory of the register-resident stage 1 (the regs variant): q's 16
+ * staged rows of D + 8 f16 (shaders/decode_regs.comp loads them once as
+ * fragments). A kernel that builds q's fragments in registers (the HIP
+ * one) leaves them unused; the plan reserves them for every backend. */
+#define QATTN_DECODE_REGS_SHARED_BYTES(D) (32u * ((uint32_t)(D) + 8u))
+
 /* ---- decode: the split merge -------------------------------------------- */
 enum {
     QATTN_DECODE_MERGE_SINKS = 1, /* sinks present */
