@@ -111,6 +111,11 @@ class QattnLayer(_LayerBase):
     def get_max_cache_shape(self, *args, **kwargs):
         return -1
 
+    def get_max_length(self, *args, **kwargs):
+        # transformers 5.17's CacheLayerMixin makes it abstract (h200-s6-7):
+        # unbounded, as a dynamic layer answers
+        return -1
+
     def reset(self):
         self.paged.reset()
 
