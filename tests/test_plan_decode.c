@@ -1062,8 +1062,8 @@ static void test_refusals(void **state) {
     for (int i = 0; i < 8; ++i) cases[i].a = a;
     cases[n].a.q.shape[1] = 9;
     set_refusal(&cases[n++], "R 9", QATTN_ERR_SHAPE, "R in 1..8");
-    cases[n].a.q.shape[3] = cases[n].a.k_cache.shape[2] = cases[n].a.v_cache.shape[2] = 96;
-    set_refusal(&cases[n++], "D 96", QATTN_ERR_SHAPE, "D = Dv");
+    cases[n].a.q.shape[3] = cases[n].a.k_cache.shape[2] = cases[n].a.v_cache.shape[2] = 88;
+    set_refusal(&cases[n++], "D 88", QATTN_ERR_SHAPE, "multiples of 16");
     cases[n].a.q.shape[2] = 30;
     set_refusal(&cases[n++], "Hq 30 over 8 kv heads", QATTN_ERR_SHAPE, "multiple of Hkv");
     cases[n].a.max_kv_len = -1;
@@ -1304,7 +1304,7 @@ static void test_regs_gate(void **state) {
         qattn_dtype dt;
         int D, page;
         const char *why;
-    } out[] = {{QATTN_FP8_E4M3FN, 256, 16, "head dim 256"}, {QATTN_I8, 128, 1, "page_size 1"},
+    } out[] = {{QATTN_FP8_E4M3FN, 256, 16, "head dims 256/256"}, {QATTN_I8, 128, 1, "page_size 1"},
                {QATTN_FP8_E4M3FN, 128, 8, "page_size 8"}, {QATTN_BF16, 128, 16, "bf16"}};
     for (size_t i = 0; i < sizeof out / sizeof out[0]; ++i) {
         shape s = TARGET;

@@ -68,6 +68,12 @@ static int fp8_format_of(qattn_dtype fmt, fp8_format *f) {
         f->max_value = 240.0f;
         return 1;
     }
+    if (fmt == QATTN_FP8_E5M2) {
+        f->bias = 15;
+        f->max_code = 0x7B; /* 0x7C is inf: 2^15 * 1.75 = 57344 */
+        f->max_value = 57344.0f;
+        return 1;
+    }
     return 0;
 }
 
@@ -81,6 +87,7 @@ QATTN_API float qattn_fp8_to_f32(uint8_t code, qattn_dtype fmt) {
     if (!fp8_format_of(fmt, &f)) return NAN;
     if (fmt == QATTN_FP8_E4M3FN && (code & 0x7Fu) == 0x7Fu) return NAN;
     if (fmt == QATTN_FP8_E4M3FNUZ && code == 0x80u) return NAN;
+    if (fmt == QATTN_FP8_E5M2) return qattn_f16_to_f32((uint16_t)(code << 8)); /* exact, inf and NaN too */
     int s = code >> 7, e = (code >> 3) & 0xF, m = code & 0x7;
     /* Both forms are exact in f32: at most 4 significant bits, exponent
      * within [-10, 8]. */
@@ -92,7 +99,7 @@ QATTN_API float qattn_fp8_to_f32(uint8_t code, qattn_dtype fmt) {
 QATTN_API uint8_t qattn_f32_to_fp8(float x, qattn_dtype fmt) {
     fp8_format f;
     if (!fp8_format_of(fmt, &f)) return 0;
-    if (isnan(x)) return fmt == QATTN_FP8_E4M3FN ? 0x7F : 0x80;
+    if (isnan(x)) return fmt == QATTN_FP8_E4M3FNUZ ? 0x80 : 0x7F;
     int neg = signbit(x) != 0;
     double a = fabs((double)x);
     int64_t c;
@@ -100,6 +107,8 @@ QATTN_API uint8_t qattn_f32_to_fp8(float x, qattn_dtype fmt) {
      * the format has none) becomes +-max. */
     if (isinf(a) || a >= (double)f.max_value)
         c = f.max_code;
+    else if (fmt == QATTN_FP8_E5M2)
+        c = encode_magnitude(a, 2, 1 - f.bias);
     else
         c = encode_magnitude(a, 3, 1 - f.bias);
     if (c > f.max_code) c = f.max_code; /* defensive: a < max never rounds past it */

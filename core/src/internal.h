@@ -96,6 +96,8 @@ qattn_status qattn__check_dims(const qattn_tensor *t, const char *name, int32_t 
 /* The same for a K/V cache or its scales: strides up to int64. */
 qattn_status qattn__check_cache_dims(const qattn_tensor *t, const char *name, int32_t rank_lo,
                                      int32_t rank_hi, char *err, size_t n);
+/* An e4m3 fp8 (fn or fnuz): the formats of the MQA ops. e5m2 is a cache
+ * format of decode and the KV store only. */
 int qattn__is_fp8(qattn_dtype t);
 
 /* How kernels address a K/V cache or its scales is qattn_cache_view

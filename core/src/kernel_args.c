@@ -86,6 +86,7 @@ qattn_status qattn_decode_kernel_args_of(const qattn_decode_plan *plan, const qa
     t.keys_per_split = plan->keys_per_split;
     t.sm_scale = a->sm_scale;
     t.softcap = a->logit_softcap;
+    t.flags = a->q.dtype == QATTN_F16 ? QATTN_DECODE_TILE_Q_F16 : 0;
 
     qattn_decode_merge_args m;
     memset(&m, 0, sizeof m);
@@ -113,9 +114,10 @@ qattn_status qattn_decode_kernel_args_of(const qattn_decode_plan *plan, const qa
      * swapped; the register-resident one writes its partials in dim order. */
     m.perm = plan->variant != QATTN_DECODE_REGS && plan->kv_dtype != QATTN_BF16;
     m.flags = (qattn_tensor_present(&a->sinks) ? QATTN_DECODE_MERGE_SINKS : 0) |
-              (qattn_tensor_present(&a->lse) ? QATTN_DECODE_MERGE_LSE : 0);
-    /* The staged V values times this are the decoded ones (fp8: the power
-     * of two its f16 bit trick leaves). */
+              (qattn_tensor_present(&a->lse) ? QATTN_DECODE_MERGE_LSE : 0) |
+              (a->o.dtype == QATTN_F16 ? QATTN_DECODE_MERGE_O_F16 : 0);
+    /* The staged V values times this are the decoded ones (e4m3: the power
+     * of two its f16 bit trick leaves; e5m2's code << 8 is the f16 itself). */
     m.vf = plan->kv_dtype == QATTN_FP8_E4M3FN ? 256.0f : plan->kv_dtype == QATTN_FP8_E4M3FNUZ ? 128.0f : 1.0f;
     *tile = t;
     *merge = m;

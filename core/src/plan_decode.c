@@ -67,9 +67,9 @@ static int64_t largest_divisor_upto(int64_t g, int64_t cap) {
 /* Exact shared bytes of decode_tiled.comp (mirrors its declarations): q rows
  * and their factors, the K and V tiles (rows of D/8 + 1 uvec4), S^T, P^T,
  * per-key scales and positions. */
-static uint64_t tiled_shared(int64_t D, int64_t nr) {
-    const uint64_t ld4 = (uint64_t)(D / 8 + 1) * 16u, tk = TILE_KEYS;
-    return (uint64_t)nr * ld4 + (uint64_t)nr * 4u + 2u * tk * ld4 + tk * (uint64_t)nr * 4u +
+static uint64_t tiled_shared(int64_t D, int64_t Dv, int64_t nr) {
+    const uint64_t ld4 = (uint64_t)(D / 8 + 1) * 16u, ldv4 = (uint64_t)(Dv / 8 + 1) * 16u, tk = TILE_KEYS;
+    return (uint64_t)nr * ld4 + (uint64_t)nr * 4u + tk * ld4 + tk * ldv4 + tk * (uint64_t)nr * 4u +
            (uint64_t)nr * (tk + 8) * 2u + 3u * tk * 4u;
 }
 
@@ -129,10 +129,10 @@ static int matrix_gate(const qattn_device_caps *caps, const qattn_decode_args *a
                  rows <= 8 ? 8 : 16);
         return 0;
     }
-    if (tiled_shared(a->k_cache.shape[a->k_cache.rank - 1], s->n) > caps->max_shared_bytes) {
+    const int64_t D = a->k_cache.shape[a->k_cache.rank - 1], Dv = a->v_cache.shape[a->v_cache.rank - 1];
+    if (tiled_shared(D, Dv, s->n) > caps->max_shared_bytes) {
         snprintf(why, n, "matrix gate: %d padded row slots need %" PRIu64 " B of shared memory > %u",
-                 (int)s->n, tiled_shared(a->k_cache.shape[a->k_cache.rank - 1], s->n),
-                 (unsigned)caps->max_shared_bytes);
+                 (int)s->n, tiled_shared(D, Dv, s->n), (unsigned)caps->max_shared_bytes);
         return 0;
     }
     *shape = s;
@@ -170,8 +170,12 @@ static int regs_gate(const qattn_device_caps *caps, const qattn_decode_args *a, 
         snprintf(why, n, "regs gate: subgroups of %u lanes (the kernel's fragments need 32)", (unsigned)sg);
         return 0;
     }
-    if (D != 64 && D != 128) {
-        snprintf(why, n, "regs gate: head dim %d (64 or 128)", (int)D);
+    /* The head dim is compiled into the kernel (its fragments are arrays):
+     * the two sizes most models use; any other D takes the matrix variant. */
+    const int64_t Dv = a->v_cache.shape[a->v_cache.rank - 1];
+    if ((D != 64 && D != 128) || Dv != D) {
+        snprintf(why, n, "regs gate: head dims %d/%d (the kernel is built for D = Dv in {64, 128})", (int)D,
+                 (int)Dv);
         return 0;
     }
     if (a->page_size % TILE_KEYS != 0) {
@@ -199,8 +203,10 @@ static qattn_status check_shapes(const qattn_decode_args *a, char *err, size_t n
     if (a->q.shape[0] < 1 || R < 1 || R > 8 || Hq < 1 || Hkv < 1 || Hq % Hkv != 0)
         return qattn__err(err, n, QATTN_ERR_SHAPE,
                           "decode shape: need B >= 1, R in 1..8, Hq a multiple of Hkv >= 1");
-    if ((D != 64 && D != 128 && D != 256) || a->v_cache.shape[cr - 1] != D || a->q.shape[3] != D)
-        return qattn__err(err, n, QATTN_ERR_SHAPE, "decode shape: D = Dv in {64, 128, 256}");
+    const int64_t Dv = a->v_cache.shape[cr - 1];
+    if (D < 16 || D > 256 || D % 16 != 0 || Dv < 16 || Dv > 256 || Dv % 16 != 0 || a->q.shape[3] != D)
+        return qattn__err(err, n, QATTN_ERR_SHAPE,
+                          "decode shape: D and Dv multiples of 16 in [16, 256], q's last dim = D");
     if (a->max_kv_len < 0)
         return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "max_kv_len: %d < 0", (int)a->max_kv_len);
     if (a->page_size < 1)
@@ -329,7 +335,8 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
         p.row_slots = (int32_t)rows;
     }
     /* The register-resident kernel stages only q, once. */
-    const uint64_t sh = p.variant == QATTN_DECODE_REGS ? QATTN_DECODE_REGS_SHARED_BYTES(D) : tiled_shared(D, p.row_slots);
+    const uint64_t sh = p.variant == QATTN_DECODE_REGS ? QATTN_DECODE_REGS_SHARED_BYTES(D)
+                                                       : tiled_shared(D, p.head_dim_v, p.row_slots);
     if (sh > caps->max_shared_bytes)
         return qattn__err(err, err_size, QATTN_ERR_UNSUPPORTED,
                           "decode: a tile of D %" PRId64 " for %d rows needs %" PRIu64
@@ -337,10 +344,13 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
                           D, (int)p.row_slots, sh, (unsigned)caps->max_shared_bytes);
     p.shared_bytes = (uint32_t)sh;
     const int64_t blocks = Hkv * (G / qh);
-    if (G * R * (D / MERGE_DIMS) > MAX_GRID)
+    /* The merge takes Dv in chunks of MERGE_DIMS dims, or of 16 when Dv
+     * is an odd number of 16s. */
+    const int32_t merge_dims = p.head_dim_v % MERGE_DIMS == 0 ? MERGE_DIMS : 16;
+    if (G * R * (p.head_dim_v / merge_dims) > MAX_GRID)
         return qattn__err(err, err_size, QATTN_ERR_UNSUPPORTED,
                           "decode: %" PRId64 " query rows per kv head x %d-dim chunks > %d per merge launch",
-                          G * R, MERGE_DIMS, MAX_GRID);
+                          G * R, (int)merge_dims, MAX_GRID);
     if (blocks > MAX_GRID)
         return qattn__err(err, err_size, QATTN_ERR_UNSUPPORTED,
                           "decode: %" PRId64 " kv heads x head blocks > %d per launch", blocks, MAX_GRID);
@@ -383,11 +393,11 @@ static qattn_status plan_checked(const qattn_device_caps *caps, const qattn_deco
     p.grid[0] = (uint32_t)splits;
     p.grid[1] = (uint32_t)blocks;
     p.grid[2] = (uint32_t)B;
-    p.merge_grid[0] = (uint32_t)(G * R * (p.head_dim_v / MERGE_DIMS));
+    p.merge_grid[0] = (uint32_t)(G * R * (p.head_dim_v / merge_dims));
     p.merge_grid[1] = (uint32_t)Hkv;
     p.merge_grid[2] = (uint32_t)B;
     p.merge_workgroup_size = MERGE_WG;
-    p.merge_dims = MERGE_DIMS;
+    p.merge_dims = merge_dims;
 
     /* Workspace; the kernels address partials in 32-bit element offsets. */
     const uint64_t slots = (uint64_t)B * (uint64_t)blocks * (uint64_t)p.row_slots;

@@ -167,7 +167,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
                         const int64_t h = g * group + h0 + i;
                         for (int64_t d = 0; d < D; ++d)
                             qs[i * D + d] =
-                                qattn__ref_decode_elem(qattn__ref_at(&a->q, b, r, h, d), QATTN_BF16);
+                                qattn__ref_decode_elem(qattn__ref_at(&a->q, b, r, h, d), a->q.dtype);
                         sink[i] = has_sinks ? (double)qattn__ref_f32(&a->sinks, h, 0, 0, 0) : 0.0;
                         m[i] = has_sinks ? sink[i] : -INFINITY;
                     }
@@ -201,7 +201,7 @@ qattn_status qattn__ref_decode(const qattn_decode_args *a) {
                         const int64_t h = g * group + h0 + i;
                         for (int64_t d = 0; d < Dv; ++d) {
                             double o = empty ? 0.0 : acc[i * Dv + d] / z[i];
-                            uint16_t bits = qattn__ref_f64_to_bf16(o);
+                            uint16_t bits = qattn__ref_f64_to_half(o, a->o.dtype);
                             memcpy(qattn__ref_at(&a->o, b, r, h, d), &bits, sizeof bits);
                         }
                         if (has_lse) {

@@ -1,6 +1,6 @@
 /*
  * CPU reference of the KV store (spec section 2, "KV store"): writes new
- * bf16 tokens into a bf16 / fp8 / int8 cache at the slots of slot_mapping.
+ * bf16 or f16 tokens into a bf16 / fp8 / int8 cache at the slots of slot_mapping.
  *
  * GPU backends must match this bit for bit, so the arithmetic is the spec's
  * in f32, one operation at a time: amax over the (token, head) row, scale =
@@ -56,19 +56,28 @@ static store_dst dst_of(const qattn_tensor *cache, const qattn_tensor *scale) {
     return o;
 }
 
-/* Stores row (t, g) of `src` ([T, H, D] bf16) into the destination at `slot`. */
+/* Element (t, g, d) of a bf16 or f16 source, exactly. */
+static float src_value(const qattn_tensor *src, int64_t t, int64_t g, int64_t d) {
+    const uint16_t bits = qattn__ref_u16(qattn__ref_at(src, t, g, d, 0));
+    return src->dtype == QATTN_F16 ? qattn_f16_to_f32(bits) : qattn_bf16_to_f32(bits);
+}
+
+/* Stores row (t, g) of `src` ([T, H, D] bf16 or f16) into the destination at `slot`. */
 static void store_row(const qattn_tensor *src, const store_dst *o, int64_t t, int64_t g, int64_t slot) {
     const int64_t D = src->shape[2];
     const qattn_dtype dt = o->cache->dtype;
-    if (dt == QATTN_BF16) { /* plain copy of the bits */
-        for (int64_t d = 0; d < D; ++d)
-            memcpy(qattn__ref_cache_at(o->cache, &o->cv, slot, g, d), qattn__ref_at(src, t, g, d, 0), 2);
+    if (dt == QATTN_BF16) { /* a bf16 source is copied bit for bit; f16 rounds to nearest even */
+        for (int64_t d = 0; d < D; ++d) {
+            const uint16_t bits = src->dtype == QATTN_F16 ? qattn_f32_to_bf16(src_value(src, t, g, d))
+                                                          : qattn__ref_u16(qattn__ref_at(src, t, g, d, 0));
+            memcpy(qattn__ref_cache_at(o->cache, &o->cv, slot, g, d), &bits, 2);
+        }
         return;
     }
     /* amax in f32 (|x| is exact). NaN inputs are ignored by the comparison. */
     float amax = 0.0f;
     for (int64_t d = 0; d < D; ++d) {
-        float x = qattn_bf16_to_f32(qattn__ref_u16(qattn__ref_at(src, t, g, d, 0)));
+        float x = src_value(src, t, g, d);
         if (fabsf(x) > amax) amax = fabsf(x);
     }
     const float fmax = dt == QATTN_I8 ? 127.0f : qattn_fp8_max(dt);
@@ -77,7 +86,7 @@ static void store_row(const qattn_tensor *src, const store_dst *o, int64_t t, in
      * an approximate reciprocal, to match these codes bit for bit. */
     const float s = amax == 0.0f ? 1.0f : amax / fmax;
     for (int64_t d = 0; d < D; ++d) {
-        float x = qattn_bf16_to_f32(qattn__ref_u16(qattn__ref_at(src, t, g, d, 0)));
+        float x = src_value(src, t, g, d);
         float y = x / s;
         uint8_t code = dt == QATTN_I8 ? encode_i8(y) : qattn_f32_to_fp8(y, dt);
         *(uint8_t *)qattn__ref_cache_at(o->cache, &o->cv, slot, g, d) = code;

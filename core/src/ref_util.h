@@ -59,7 +59,8 @@ static inline double qattn__ref_decode_elem(const void *p, qattn_dtype dt) {
     case QATTN_BF16: return qattn_bf16_to_f32(qattn__ref_u16(p));
     case QATTN_F16: return qattn_f16_to_f32(qattn__ref_u16(p));
     case QATTN_FP8_E4M3FN:
-    case QATTN_FP8_E4M3FNUZ: return qattn_fp8_to_f32(*(const uint8_t *)p, dt);
+    case QATTN_FP8_E4M3FNUZ:
+    case QATTN_FP8_E5M2: return qattn_fp8_to_f32(*(const uint8_t *)p, dt);
     case QATTN_I8: return (double)*(const int8_t *)p;
     case QATTN_F32: {
         float v;
@@ -83,6 +84,34 @@ static inline uint16_t qattn__ref_f64_to_bf16(double x) {
         return (uint16_t)(fabs(x) > fabs((double)f) ? (u >> 16) + 1u : (u >> 16));
     }
     return qattn_f32_to_bf16(f);
+}
+
+/* f64 -> f16 with a single rounding to nearest even (overflow to inf): the
+ * f32 route gives a neighbour of the answer, and the nearest of it and its
+ * two neighbours to x (ties to the even code) is the answer, since every
+ * f16 value is exact in f64. */
+static inline uint16_t qattn__ref_f64_to_f16(double x) {
+    if (isnan(x)) return qattn_f32_to_f16((float)x);
+    const uint16_t sign = signbit(x) ? 0x8000u : 0u;
+    const double a = fabs(x);
+    if (a >= 65520.0) return (uint16_t)(sign | 0x7C00u); /* half-way past 65504 and beyond */
+    const int32_t c = (int32_t)(qattn_f32_to_f16((float)a) & 0x7FFFu);
+    int32_t best = c;
+    double best_d = fabs((double)qattn_f16_to_f32((uint16_t)c) - a);
+    for (int32_t n = c - 1; n <= c + 1; n += 2) {
+        if (n < 0 || n > 0x7BFF) continue;
+        const double d = fabs((double)qattn_f16_to_f32((uint16_t)n) - a);
+        if (d < best_d || (d == best_d && (n & 1) == 0)) {
+            best = n;
+            best_d = d;
+        }
+    }
+    return (uint16_t)(sign | (uint16_t)best);
+}
+
+/* f64 -> the output dtype of decode's o (bf16 or f16), one rounding. */
+static inline uint16_t qattn__ref_f64_to_half(double x, qattn_dtype dt) {
+    return dt == QATTN_F16 ? qattn__ref_f64_to_f16(x) : qattn__ref_f64_to_bf16(x);
 }
 
 #endif /* QATTN_REF_UTIL_H */

@@ -17,6 +17,7 @@ size_t qattn_dtype_size(qattn_dtype t) {
     case QATTN_I8:
     case QATTN_FP8_E4M3FN:
     case QATTN_FP8_E4M3FNUZ:
+    case QATTN_FP8_E5M2:
         return 1;
     default:
         return 0;
@@ -32,6 +33,7 @@ const char *qattn_dtype_name(qattn_dtype t) {
     case QATTN_I8: return "i8";
     case QATTN_FP8_E4M3FN: return "fp8_e4m3fn";
     case QATTN_FP8_E4M3FNUZ: return "fp8_e4m3fnuz";
+    case QATTN_FP8_E5M2: return "fp8_e5m2";
     default: return "invalid";
     }
 }

@@ -12,9 +12,14 @@
     } while (0)
 
 static const uint32_t KV_DTYPES = QATTN_DT(QATTN_BF16) | QATTN_DT(QATTN_FP8_E4M3FN) |
-                                  QATTN_DT(QATTN_FP8_E4M3FNUZ) | QATTN_DT(QATTN_I8);
+                                  QATTN_DT(QATTN_FP8_E4M3FNUZ) | QATTN_DT(QATTN_FP8_E5M2) |
+                                  QATTN_DT(QATTN_I8);
+/* q, o, k_new and v_new: the two 16-bit float formats engines run in. */
+static const uint32_t HALF_DTYPES = QATTN_DT(QATTN_BF16) | QATTN_DT(QATTN_F16);
 
-static int head_dim_ok(int64_t d) { return d == 64 || d == 128 || d == 256; }
+/* D and Dv: whole 16-element blocks (one matrix K step, one 32-byte bf16
+ * load), at most 256 (the kernels' register and shared-memory budget). */
+static int head_dim_ok(int64_t d) { return d >= 16 && d <= 256 && d % 16 == 0; }
 
 static qattn_status shape_eq(const qattn_tensor *t, const char *name, int dim, int64_t want,
                              const char *what, char *err, size_t n) {
@@ -125,8 +130,12 @@ static qattn_status check_cache(const qattn_tensor *kc, const qattn_tensor *vc,
     if (Hkv < 1)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "k_cache: needs at least one kv head");
     if (!head_dim_ok(D))
-        return qattn__err(err, n, QATTN_ERR_SHAPE, "k_cache: head dim %" PRId64 " not in {64, 128, 256}", D);
-    CHECK(shape_eq(vc, "v_cache", vc->rank - 1, D, "the head dim of k_cache (Dv = D)", err, n));
+        return qattn__err(err, n, QATTN_ERR_SHAPE,
+                          "k_cache: head dim %" PRId64 " is not a multiple of 16 in [16, 256]", D);
+    const int64_t Dv = qattn__cache_head_dim(vc);
+    if (!head_dim_ok(Dv))
+        return qattn__err(err, n, QATTN_ERR_SHAPE,
+                          "v_cache: head dim %" PRId64 " is not a multiple of 16 in [16, 256]", Dv);
     if (kc->dtype == QATTN_BF16) {
         if (qattn_tensor_present(ks) || qattn_tensor_present(vs))
             return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT,
@@ -145,9 +154,8 @@ static qattn_status check_cache(const qattn_tensor *kc, const qattn_tensor *vc,
 
 qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_t n) {
     if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
-    const uint32_t BF16 = QATTN_DT(QATTN_BF16), F32 = QATTN_DT(QATTN_F32),
-                   I32 = QATTN_DT(QATTN_I32);
-    CHECK(qattn__check_tensor(&a->q, "q", BF16, 4, err, n));
+    const uint32_t F32 = QATTN_DT(QATTN_F32), I32 = QATTN_DT(QATTN_I32);
+    CHECK(qattn__check_tensor(&a->q, "q", HALF_DTYPES, 4, err, n));
     const int64_t B = a->q.shape[0], R = a->q.shape[1], Hq = a->q.shape[2];
     if (B < 1) return qattn__err(err, n, QATTN_ERR_SHAPE, "q: batch %" PRId64 " < 1", B);
     if (R < 1 || R > 8)
@@ -168,7 +176,7 @@ qattn_status qattn__validate_decode(const qattn_decode_args *a, char *err, size_
         CHECK(qattn__check_tensor(&a->sinks, "sinks", F32, 1, err, n));
         CHECK(shape_eq(&a->sinks, "sinks", 0, Hq, "q heads", err, n));
     }
-    CHECK(qattn__check_tensor(&a->o, "o", BF16, 4, err, n));
+    CHECK(qattn__check_tensor(&a->o, "o", HALF_DTYPES, 4, err, n));
     CHECK(shape_eq(&a->o, "o", 0, B, "batch", err, n));
     CHECK(shape_eq(&a->o, "o", 1, R, "query rows", err, n));
     CHECK(shape_eq(&a->o, "o", 2, Hq, "q heads", err, n));
@@ -223,7 +231,8 @@ qattn_status qattn__check_decode_shapes(const qattn_decode_args *a, char *err, s
     /* Element sizes divide and multiply in the planner: a known KV dtype. */
     if (a->k_cache.dtype <= QATTN_DTYPE_INVALID || a->k_cache.dtype >= QATTN_DTYPE_COUNT ||
         !(KV_DTYPES & QATTN_DT(a->k_cache.dtype)) || a->v_cache.dtype != a->k_cache.dtype)
-        return qattn__err(err, n, QATTN_ERR_DTYPE, "k_cache/v_cache: dtypes %s/%s, want one of bf16, fp8, i8",
+        return qattn__err(err, n, QATTN_ERR_DTYPE,
+                          "k_cache/v_cache: dtypes %s/%s, want one of bf16, fp8 (e4m3fn, e4m3fnuz, e5m2), i8",
                           qattn_dtype_name(a->k_cache.dtype), qattn_dtype_name(a->v_cache.dtype));
     const int64_t B = a->q.shape[0], R = a->q.shape[1], Hq = a->q.shape[2], D = a->q.shape[3];
     const int64_t Hkv = a->k_cache.shape[a->k_cache.rank - 2];
@@ -255,10 +264,12 @@ qattn_status qattn__check_decode_shapes(const qattn_decode_args *a, char *err, s
 
 qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, size_t n) {
     if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
-    const uint32_t BF16 = QATTN_DT(QATTN_BF16);
     CHECK(check_cache(&a->k_cache, &a->v_cache, &a->k_scale, &a->v_scale, 1, err, n));
-    CHECK(qattn__check_tensor(&a->k_new, "k_new", BF16, 3, err, n));
-    CHECK(qattn__check_tensor(&a->v_new, "v_new", BF16, 3, err, n));
+    CHECK(qattn__check_tensor(&a->k_new, "k_new", HALF_DTYPES, 3, err, n));
+    CHECK(qattn__check_tensor(&a->v_new, "v_new", HALF_DTYPES, 3, err, n));
+    if (a->v_new.dtype != a->k_new.dtype)
+        return qattn__err(err, n, QATTN_ERR_DTYPE, "v_new: dtype %s differs from k_new's %s",
+                          qattn_dtype_name(a->v_new.dtype), qattn_dtype_name(a->k_new.dtype));
     const int64_t T = a->k_new.shape[0];
     const int64_t Hkv = qattn__cache_heads(&a->k_cache), D = qattn__cache_head_dim(&a->k_cache);
     CHECK(shape_eq(&a->k_new, "k_new", 1, Hkv, "k_cache's kv heads", err, n));
@@ -273,11 +284,11 @@ qattn_status qattn__validate_kv_store(const qattn_kv_store_args *a, char *err, s
      * kernels number (token, head, dim) in int32. Hkv and D are the
      * cache's, in either form (rank 4 puts P before them). Each factor is
      * <= INT32_MAX, so checking after each product stays within int64. */
-    const int64_t heads = T * Hkv;
-    if (heads > INT32_MAX || heads * D > INT32_MAX)
+    const int64_t heads = T * Hkv, Dv = qattn__cache_head_dim(&a->v_cache), dmax = D > Dv ? D : Dv;
+    if (heads > INT32_MAX || heads * dmax > INT32_MAX)
         return qattn__err(err, n, QATTN_ERR_OVERFLOW,
                           "k_new: T x Hkv x D = %" PRId64 " x %" PRId64 " x %" PRId64
                           " exceeds int32 (kernels index with int32)",
-                          T, Hkv, D);
+                          T, Hkv, dmax);
     return QATTN_OK;
 }

@@ -29,7 +29,7 @@
 typedef struct qt_rng {
     uint64_t state;
     uint64_t base_seed; /* what QATTN_TEST_SEED must be set to to reproduce */
-    char name[96];      /* the stream's name, printed on failure */
+    char name[160];      /* the stream's name, printed on failure */
 } qt_rng;
 
 static inline uint64_t qt_splitmix64(uint64_t *s) {
@@ -121,7 +121,8 @@ static inline void qt_fill_fp8_codes(qt_rng *r, uint8_t *x, size_t n, qattn_dtyp
         uint8_t c;
         do {
             c = (uint8_t)(qt_u64(r) & 0xFFu);
-        } while ((c & 0x7Fu) == 0x00u || (fmt == QATTN_FP8_E4M3FN && (c & 0x7Fu) == 0x7Fu));
+        } while ((c & 0x7Fu) == 0x00u || (fmt == QATTN_FP8_E4M3FN && (c & 0x7Fu) == 0x7Fu) ||
+                 (fmt == QATTN_FP8_E5M2 && (c & 0x7Cu) == 0x7Cu)); /* e5m2: inf and NaN */
         x[i] = c;
     }
 }

@@ -6,7 +6,9 @@
  * 4099}, GQA {1, 4, 8}, D {64, 128, 256}, the four kv dtypes, R {1, 3, 8},
  * page size {1, 16}, window none/odd, softcap and sinks on/off, token-major,
  * head-major, padded (still 16-byte aligned) and unaligned layouts, forced
- * splits {1, 8, 64} or the planner's, batch {1, 5}); --full adds a sweep of
+ * splits {1, 8, 64} or the planner's, batch {1, 5}), and what engines pass
+ * in besides: fp8 e5m2 caches, f16 q and o (each on its own), head dims
+ * 16 to 240 other than the three and Dv != D both ways; --full adds a sweep of
  * the cartesian product of the main dimensions. Layouts whose rows are only
  * 1-, 4- or 8-byte aligned reach every load width of the tiled kernel, and
  * GQA 16 / 16 rows per kv head its widest row blocks.
@@ -42,7 +44,21 @@ typedef struct decode_case {
     int same_lens; /* every request has `keys` keys (ad-hoc --shape cases) */
     int form;      /* F3 (rank 3, the layouts above), F_HND, F_NHD4, F_KV1 */
     int scales;    /* S_ROW per (token, head), S_TOKEN per token, S_TENSOR one */
+    int Dv;        /* V's and o's head dim; 0: D */
+    qattn_dtype qdt, odt; /* q's and o's dtypes; 0 (INVALID): bf16 */
 } decode_case;
+
+static int case_dv(const decode_case *c) { return c->Dv ? c->Dv : c->D; }
+static qattn_dtype case_qdt(const decode_case *c) { return c->qdt ? c->qdt : QATTN_BF16; }
+static qattn_dtype case_odt(const decode_case *c) { return c->odt ? c->odt : QATTN_BF16; }
+
+/* A half-precision element of q or o from an f32, and back. */
+static uint16_t half_bits(float x, qattn_dtype dt) {
+    return dt == QATTN_F16 ? qattn_f32_to_f16(x) : qattn_f32_to_bf16(x);
+}
+static float half_value(uint16_t b, qattn_dtype dt) {
+    return dt == QATTN_F16 ? qattn_f16_to_f32(b) : qattn_bf16_to_f32(b);
+}
 
 enum { F3, F_HND, F_NHD4, F_KV1 };           /* cache forms */
 enum { S_ROW, S_TOKEN, S_TENSOR };           /* scale granularity */
@@ -53,57 +69,84 @@ static const char *const SCALE_NAMES[] = {"", "_tokscale", "_tensorscale"};
 #define FNUZ QATTN_FP8_E4M3FNUZ
 #define BF QATTN_BF16
 #define I8 QATTN_I8
+#define E5 QATTN_FP8_E5M2
+#define H16 QATTN_F16
 
 /* B R Hkv G D dtype page keys window softcap sinks lse layout splits same_lens form scales */
 static const decode_case CASES[] = {
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW},   /* GQA 4: 16x8x16 matrix */
-    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0, 0, F3, S_ROW},   /* GQA 8, long, 1-slot pages */
-    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8, 0, F3, S_ROW},   /* padded strides */
-    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0, 0, F3, S_ROW},   /* unaligned: 1-byte loads */
-    {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1, 0, F3, S_ROW},
-    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0, 0, F3, S_ROW},
-    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64, 0, F3, S_ROW},
-    {1, 8, 2, 1, 256, FN, 1, 17, -1, 1, 0, 1, HEAD, 8, 0, F3, S_ROW},
-    {5, 1, 1, 4, 256, FNUZ, 16, 1, -1, 0, 1, 0, TOK, 64, 0, F3, S_ROW},
-    {1, 3, 2, 8, 256, I8, 1, 513, -1, 1, 1, 1, PAD, 1, 0, F3, S_ROW},
-    {5, 8, 1, 4, 64, FN, 16, 17, 5, 0, 0, 1, UNAL, 8, 0, F3, S_ROW},
-    {1, 1, 2, 1, 128, I8, 16, 4099, 511, 1, 0, 1, HEAD, 0, 0, F3, S_ROW},
-    {5, 3, 1, 1, 128, FNUZ, 1, 513, -1, 0, 0, 0, UNAL, 64, 0, F3, S_ROW},
-    {1, 1, 1, 8, 64, BF, 16, 513, -1, 1, 1, 1, PAD, 8, 0, F3, S_ROW},
-    {1, 3, 4, 4, 256, BF, 16, 17, 3, 0, 1, 1, TOK, 0, 0, F3, S_ROW},
-    {5, 1, 2, 8, 128, I8, 1, 17, -1, 0, 1, 1, TOK, 1, 0, F3, S_ROW},
-    {1, 8, 1, 4, 128, FNUZ, 16, 513, -1, 1, 1, 1, HEAD, 0, 0, F3, S_ROW},
-    {1, 1, 1, 1, 256, FN, 16, 4099, -1, 0, 0, 1, UNAL, 8, 0, F3, S_ROW},
-    {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64, 0, F3, S_ROW},
-    {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1, 0, F3, S_ROW},
-    {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0, 0, F3, S_ROW},
-    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0, 0, F3, S_ROW},   /* window/softcap/sinks */
-    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0, F3, S_ROW},   /* head-major */
-    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW},   /* Hkv 2: scale rows 8 B */
-    {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0, 0, F3, S_ROW},
-    {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0, F3, S_ROW},   /* 16 rows: 16x16x16, 8-byte loads */
-    {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0, F3, S_ROW},   /* GQA 16: two head blocks, 4-byte loads */
-    {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0, F3, S_ROW},   /* bf16, 16 rows, 4-byte loads */
-    {1, 1, 4, 2, 128, FNUZ, 16, 4099, 255, 1, 0, 1, TOK, 0, 0, F3, S_ROW},   /* GQA 2: two rows per kv head */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW, 0, 0, 0},   /* GQA 4: 16x8x16 matrix */
+    {1, 1, 4, 8, 128, FNUZ, 1, 4099, -1, 0, 1, 1, TOK, 0, 0, F3, S_ROW, 0, 0, 0},   /* GQA 8, long, 1-slot pages */
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, PAD, 8, 0, F3, S_ROW, 0, 0, 0},   /* padded strides */
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, UNAL, 0, 0, F3, S_ROW, 0, 0, 0},   /* unaligned: 1-byte loads */
+    {1, 1, 4, 1, 64, BF, 1, 17, -1, 0, 0, 1, TOK, 1, 0, F3, S_ROW, 0, 0, 0},
+    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0, 0, F3, S_ROW, 0, 0, 0},
+    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64, 0, F3, S_ROW, 0, 0, 0},
+    {1, 8, 2, 1, 256, FN, 1, 17, -1, 1, 0, 1, HEAD, 8, 0, F3, S_ROW, 0, 0, 0},
+    {5, 1, 1, 4, 256, FNUZ, 16, 1, -1, 0, 1, 0, TOK, 64, 0, F3, S_ROW, 0, 0, 0},
+    {1, 3, 2, 8, 256, I8, 1, 513, -1, 1, 1, 1, PAD, 1, 0, F3, S_ROW, 0, 0, 0},
+    {5, 8, 1, 4, 64, FN, 16, 17, 5, 0, 0, 1, UNAL, 8, 0, F3, S_ROW, 0, 0, 0},
+    {1, 1, 2, 1, 128, I8, 16, 4099, 511, 1, 0, 1, HEAD, 0, 0, F3, S_ROW, 0, 0, 0},
+    {5, 3, 1, 1, 128, FNUZ, 1, 513, -1, 0, 0, 0, UNAL, 64, 0, F3, S_ROW, 0, 0, 0},
+    {1, 1, 1, 8, 64, BF, 16, 513, -1, 1, 1, 1, PAD, 8, 0, F3, S_ROW, 0, 0, 0},
+    {1, 3, 4, 4, 256, BF, 16, 17, 3, 0, 1, 1, TOK, 0, 0, F3, S_ROW, 0, 0, 0},
+    {5, 1, 2, 8, 128, I8, 1, 17, -1, 0, 1, 1, TOK, 1, 0, F3, S_ROW, 0, 0, 0},
+    {1, 8, 1, 4, 128, FNUZ, 16, 513, -1, 1, 1, 1, HEAD, 0, 0, F3, S_ROW, 0, 0, 0},
+    {1, 1, 1, 1, 256, FN, 16, 4099, -1, 0, 0, 1, UNAL, 8, 0, F3, S_ROW, 0, 0, 0},
+    {5, 3, 2, 8, 64, FN, 1, 4099, 63, 0, 0, 1, PAD, 64, 0, F3, S_ROW, 0, 0, 0},
+    {1, 1, 1, 4, 64, FNUZ, 1, 1, -1, 1, 1, 1, HEAD, 1, 0, F3, S_ROW, 0, 0, 0},
+    {5, 8, 2, 1, 64, I8, 16, 1, -1, 0, 1, 1, TOK, 0, 0, F3, S_ROW, 0, 0, 0},
+    {1, 1, 4, 4, 128, FNUZ, 16, 4099, 1023, 1, 1, 1, PAD, 0, 0, F3, S_ROW, 0, 0, 0},   /* window/softcap/sinks */
+    {5, 1, 4, 8, 128, FN, 16, 513, -1, 0, 0, 1, HEAD, 0, 0, F3, S_ROW, 0, 0, 0},   /* head-major */
+    {1, 1, 2, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW, 0, 0, 0},   /* Hkv 2: scale rows 8 B */
+    {1, 3, 1, 1, 256, BF, 1, 4099, -1, 0, 0, 0, UNAL, 0, 0, F3, S_ROW, 0, 0, 0},
+    {1, 2, 2, 8, 128, FN, 16, 513, -1, 0, 0, 1, AL8, 0, 0, F3, S_ROW, 0, 0, 0},   /* 16 rows: 16x16x16, 8-byte loads */
+    {5, 1, 2, 16, 64, I8, 1, 513, 37, 1, 1, 1, AL4, 0, 0, F3, S_ROW, 0, 0, 0},   /* GQA 16: two head blocks, 4-byte loads */
+    {1, 8, 1, 2, 256, BF, 16, 4099, -1, 0, 1, 1, AL4, 8, 0, F3, S_ROW, 0, 0, 0},   /* bf16, 16 rows, 4-byte loads */
+    {1, 1, 4, 2, 128, FNUZ, 16, 4099, 255, 1, 0, 1, TOK, 0, 0, F3, S_ROW, 0, 0, 0},   /* GQA 2: two rows per kv head */
     /* cache forms and broadcast scales (form, scales last) */
-    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F_HND, S_ROW},   /* HND */
-    {1, 3, 2, 4, 64, BF, 16, 200, 37, 1, 1, 1, TOK, 0, 0, F_HND, S_ROW},
-    {5, 1, 2, 8, 128, I8, 8, 513, -1, 0, 1, 1, TOK, 8, 0, F_KV1, S_ROW},    /* interleaved K/V */
-    {1, 8, 1, 4, 256, FNUZ, 16, 1000, -1, 1, 0, 1, TOK, 0, 0, F_KV1, S_TENSOR},
-    {5, 1, 4, 1, 64, FN, 1, 300, -1, 0, 0, 1, TOK, 0, 0, F_NHD4, S_TOKEN},  /* P = 1 as rank 4 */
-    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_TOKEN},    /* per-token scale */
-    {1, 3, 2, 4, 128, I8, 1, 513, 63, 0, 1, 1, HEAD, 1, 0, F3, S_TENSOR},   /* per-tensor scale */
-    {5, 1, 4, 4, 128, FNUZ, 16, 513, -1, 0, 0, 1, TOK, 64, 0, F_HND, S_TENSOR},
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F_HND, S_ROW, 0, 0, 0},   /* HND */
+    {1, 3, 2, 4, 64, BF, 16, 200, 37, 1, 1, 1, TOK, 0, 0, F_HND, S_ROW, 0, 0, 0},
+    {5, 1, 2, 8, 128, I8, 8, 513, -1, 0, 1, 1, TOK, 8, 0, F_KV1, S_ROW, 0, 0, 0},    /* interleaved K/V */
+    {1, 8, 1, 4, 256, FNUZ, 16, 1000, -1, 1, 0, 1, TOK, 0, 0, F_KV1, S_TENSOR, 0, 0, 0},
+    {5, 1, 4, 1, 64, FN, 1, 300, -1, 0, 0, 1, TOK, 0, 0, F_NHD4, S_TOKEN, 0, 0, 0},  /* P = 1 as rank 4 */
+    {5, 1, 4, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_TOKEN, 0, 0, 0},    /* per-token scale */
+    {1, 3, 2, 4, 128, I8, 1, 513, 63, 0, 1, 1, HEAD, 1, 0, F3, S_TENSOR, 0, 0, 0},   /* per-tensor scale */
+    {5, 1, 4, 4, 128, FNUZ, 16, 513, -1, 0, 0, 1, TOK, 64, 0, F_HND, S_TENSOR, 0, 0, 0},
+    /* What engines pass in (Dv, q dtype, o dtype last): e5m2 caches, f16 q
+     * and o, head dims other than 64/128/256 and Dv != D. */
+    {1, 1, 8, 4, 128, E5, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW, 0, 0, 0},              /* e5m2, GQA 4 */
+    {5, 3, 2, 8, 64, E5, 1, 4099, 63, 1, 1, 1, PAD, 8, 0, F3, S_ROW, 0, 0, 0},
+    {1, 8, 1, 4, 256, E5, 16, 1000, -1, 0, 1, 1, TOK, 0, 0, F_KV1, S_TENSOR, 0, 0, 0},
+    {5, 1, 4, 4, 128, E5, 16, 513, -1, 0, 0, 1, UNAL, 0, 0, F_HND, S_TOKEN, 0, 0, 0},
+    {1, 1, 8, 4, 128, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW, 0, H16, H16}, /* f16 q and o */
+    {5, 3, 2, 4, 64, I8, 16, 513, 37, 1, 1, 1, HEAD, 0, 0, F3, S_ROW, 0, H16, 0},   /* f16 q, bf16 o */
+    {1, 8, 1, 8, 128, BF, 16, 4099, 101, 0, 1, 1, TOK, 64, 0, F3, S_ROW, 0, 0, H16}, /* bf16 q, f16 o */
+    {5, 1, 2, 4, 128, E5, 1, 513, -1, 0, 1, 1, PAD, 0, 0, F3, S_ROW, 0, H16, H16},
+    {1, 1, 8, 4, 96, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW, 0, 0, 0},               /* D 96 */
+    {5, 3, 2, 8, 96, BF, 1, 513, 37, 1, 1, 1, PAD, 8, 0, F3, S_ROW, 0, H16, H16},
+    {1, 1, 4, 4, 80, I8, 16, 4099, -1, 0, 1, 1, HEAD, 0, 0, F3, S_ROW, 0, 0, 0},             /* D 80 */
+    {5, 8, 1, 2, 80, E5, 16, 200, -1, 1, 0, 1, TOK, 0, 0, F_HND, S_ROW, 0, 0, 0},
+    {1, 3, 2, 4, 192, FNUZ, 16, 513, -1, 0, 1, 1, UNAL, 8, 0, F3, S_ROW, 0, 0, 0},           /* D 192 */
+    {1, 1, 4, 4, 192, FN, 16, 513, -1, 0, 1, 1, TOK, 0, 0, F3, S_ROW, 128, 0, 0},         /* 192 / 128 */
+    {5, 1, 2, 8, 192, BF, 16, 513, -1, 1, 0, 1, TOK, 0, 0, F_NHD4, S_ROW, 128, H16, H16},
+    {1, 3, 2, 4, 128, I8, 1, 513, 63, 0, 1, 1, PAD, 8, 0, F3, S_ROW, 64, 0, 0},           /* 128 / 64 */
+    {5, 1, 4, 4, 64, E5, 16, 4099, -1, 0, 0, 1, TOK, 0, 0, F3, S_TOKEN, 128, 0, H16}, /* 64 / 128 */
+    {1, 1, 4, 4, 16, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW, 48, 0, 0},           /* the smallest: 16 / 48 */
+    {5, 3, 1, 4, 48, BF, 1, 513, -1, 0, 1, 1, AL4, 0, 0, F3, S_ROW, 16, 0, 0},
+    {1, 1, 2, 8, 112, FNUZ, 16, 513, -1, 1, 1, 1, AL8, 1, 0, F3, S_ROW, 240, 0, 0},
 };
 
 static void case_name(const decode_case *c, char *buf, size_t n) {
     char win[16];
     if (c->window < 0) snprintf(win, sizeof win, "none");
     else snprintf(win, sizeof win, "%d", c->window);
-    snprintf(buf, n, "decode/B%d_R%d_Hkv%d_G%d_D%d_%s_P%d_L%d_win%s_cap%d_sink%d_lse%d_%s_s%d%s%s", c->B,
-             c->R, c->Hkv, c->G, c->D, qattn_dtype_name(c->dt), c->page, c->keys, win, c->softcap,
+    char dv[16] = "";
+    if (case_dv(c) != c->D) snprintf(dv, sizeof dv, "_Dv%d", case_dv(c));
+    snprintf(buf, n, "decode/B%d_R%d_Hkv%d_G%d_D%d%s_%s_P%d_L%d_win%s_cap%d_sink%d_lse%d_%s_s%d%s%s%s%s", c->B,
+             c->R, c->Hkv, c->G, c->D, dv, qattn_dtype_name(c->dt), c->page, c->keys, win, c->softcap,
              c->sinks, c->lse, LAYOUT_NAMES[c->layout], c->splits, FORM_NAMES[c->form],
-             SCALE_NAMES[c->scales]);
+             SCALE_NAMES[c->scales], case_qdt(c) == QATTN_F16 ? "_qf16" : "",
+             case_odt(c) == QATTN_F16 ? "_of16" : "");
 }
 
 /* Layout of a cache [N, H, D] (order = memory order of dims). */
@@ -231,22 +274,24 @@ static int make_scale(const decode_case *c, int64_t n_pages, qt_rng *rng, pt_ten
 
 /* K, V and their scales in the case's form. */
 static int make_cache(const decode_case *c, int64_t n_pages, qt_rng *rng, decode_data *d) {
-    const int64_t P = c->page, H = c->Hkv, D = c->D, n_slots = n_pages * P;
+    const int64_t P = c->page, H = c->Hkv, D = c->D, Dv = case_dv(c), n_slots = n_pages * P;
     const uint64_t es = qattn_dtype_size(c->dt);
     if (c->form == F3) {
-        const int64_t cs[3] = {n_slots, H, D};
+        const int64_t cs[3] = {n_slots, H, D}, vs[3] = {n_slots, H, Dv};
         pt_layout lk = cache_layout(c->layout, c->dt, rng), lv = cache_layout(c->layout, c->dt, rng);
-        if (!pt_make(&d->k, c->dt, 3, cs, &lk, PT_POISON) || !pt_make(&d->v, c->dt, 3, cs, &lv, PT_POISON))
+        if (!pt_make(&d->k, c->dt, 3, cs, &lk, PT_POISON) || !pt_make(&d->v, c->dt, 3, vs, &lv, PT_POISON))
             return 0;
     } else if (c->form == F_HND || c->form == F_NHD4) {
-        const int64_t cs[4] = {n_pages, P, H, D};
+        const int64_t cs[4] = {n_pages, P, H, D}, vs[4] = {n_pages, P, H, Dv};
         pt_layout l = pt_dense();
         if (c->form == F_HND) { /* [page, head, P, d] in memory */
             l.order[1] = 2;
             l.order[2] = 1;
         }
-        if (!pt_make(&d->k, c->dt, 4, cs, &l, PT_POISON) || !pt_make(&d->v, c->dt, 4, cs, &l, PT_POISON))
+        if (!pt_make(&d->k, c->dt, 4, cs, &l, PT_POISON) || !pt_make(&d->v, c->dt, 4, vs, &l, PT_POISON))
             return 0;
+    } else if (Dv != D) { /* the interleaved form holds K and V rows of one length */
+        return 0;
     } else { /* [page, K|V, P, head, d]: K of a page, then its V */
         const int64_t os[4] = {n_pages, 2, P * H, D};
         if (!pt_make(&d->own_kv, c->dt, 4, os, NULL, PT_POISON)) return 0;
@@ -296,12 +341,12 @@ static int make_inputs(const decode_case *c, qt_rng *rng, decode_data *d) {
     d->max_len = c->keys;
     const int64_t n_pages = pages_total + 3;
 
-    const int64_t qs[4] = {c->B, c->R, Hq, c->D};
+    const int64_t qs[4] = {c->B, c->R, Hq, c->D}, os[4] = {c->B, c->R, Hq, case_dv(c)};
     pt_layout la = act_layout(c->layout, 4, rng);
-    if (!pt_make(&d->q, QATTN_BF16, 4, qs, &la, PT_POISON)) return 0;
+    if (!pt_make(&d->q, case_qdt(c), 4, qs, &la, PT_POISON)) return 0;
     const float amp = (float)qt_uniform(rng, 0.5f, 2.0f); /* how peaked the softmax gets */
     for (int64_t n = 0; n < pt_count(&d->q); ++n) {
-        uint16_t b = qattn_f32_to_bf16(amp * qt_signed(rng, 0.05f, 1.0f));
+        uint16_t b = half_bits(amp * qt_signed(rng, 0.05f, 1.0f), case_qdt(c));
         memcpy(pt_at_linear(&d->q, n), &b, 2);
     }
     if (!make_cache(c, n_pages, rng, d)) return 0;
@@ -343,7 +388,7 @@ static int make_inputs(const decode_case *c, qt_rng *rng, decode_data *d) {
         }
     }
     pt_layout lo = act_layout(c->layout, 4, rng);
-    if (!pt_make(&d->o, QATTN_BF16, 4, qs, &lo, PT_POISON)) return 0;
+    if (!pt_make(&d->o, case_odt(c), 4, os, &lo, PT_POISON)) return 0;
     if (c->lse) {
         const int64_t ls[3] = {c->B, c->R, Hq};
         pt_layout ll = act_layout(c->layout, 3, rng);
@@ -397,8 +442,8 @@ static double decode_bytes(const decode_case *c, const decode_data *d) {
         memcpy(&L, pt_at(&d->lens, b, 0, 0, 0), 4);
         keys += L;
     }
-    const double row = 2.0 * c->D * (double)qattn_dtype_size(c->dt) + (c->dt == BF ? 0.0 : 8.0);
-    return keys * c->Hkv * row + (double)c->B * c->R * c->Hkv * c->G * c->D * 2.0;
+    const double row = (double)(c->D + case_dv(c)) * (double)qattn_dtype_size(c->dt) + (c->dt == BF ? 0.0 : 8.0);
+    return keys * c->Hkv * row + (double)c->B * c->R * c->Hkv * c->G * case_dv(c) * 2.0;
 }
 
 /* Runs one side; returns a status and fills plan. With `iters` > 0 the run
@@ -451,24 +496,24 @@ static qattn_status run_side(parity_ctx *pc, int w, const decode_case *c, decode
  * same bytes as on the cache itself. Fails the case and returns 0 if not. */
 static int flat_matches(parity_ctx *pc, const decode_case *c, decode_data *d, qt_rng *rng,
                         const char *name) {
-    const int64_t np = d->k.shape[0], P = d->k.shape[1], H = c->Hkv, D = c->D;
-    const int64_t cs[3] = {np * P, H, D}, ss[2] = {np * P, H};
+    const int64_t np = d->k.shape[0], P = d->k.shape[1], H = c->Hkv, D = c->D, Dv = case_dv(c);
+    const int64_t cs[3] = {np * P, H, D}, vs[3] = {np * P, H, Dv}, ss[2] = {np * P, H};
     pt_tensor k3, v3, ks3, vs3, o2, lse2;
     memset(&ks3, 0, sizeof ks3);
     memset(&vs3, 0, sizeof vs3);
     memset(&lse2, 0, sizeof lse2);
     const size_t es = qattn_dtype_size(c->dt);
-    int ok = pt_make(&k3, c->dt, 3, cs, NULL, PT_POISON) && pt_make(&v3, c->dt, 3, cs, NULL, PT_POISON) &&
-             pt_make(&o2, QATTN_BF16, 4, d->o.shape, NULL, PT_POISON);
+    int ok = pt_make(&k3, c->dt, 3, cs, NULL, PT_POISON) && pt_make(&v3, c->dt, 3, vs, NULL, PT_POISON) &&
+             pt_make(&o2, case_odt(c), 4, d->o.shape, NULL, PT_POISON);
     if (ok && d->ks.host)
         ok = pt_make(&ks3, QATTN_F32, 2, ss, NULL, PT_POISON) && pt_make(&vs3, QATTN_F32, 2, ss, NULL, PT_POISON);
     if (ok && d->lse.host) ok = pt_make(&lse2, QATTN_F32, 3, d->lse.shape, NULL, PT_POISON);
     for (int64_t slot = 0; ok && slot < np * P; ++slot)
         for (int64_t g = 0; g < H; ++g) {
-            for (int64_t e = 0; e < D; ++e) {
+            for (int64_t e = 0; e < D; ++e)
                 memcpy(pt_at(&k3, slot, g, e, 0), pt_at(&d->k, slot / P, slot % P, g, e), es);
+            for (int64_t e = 0; e < Dv; ++e)
                 memcpy(pt_at(&v3, slot, g, e, 0), pt_at(&d->v, slot / P, slot % P, g, e), es);
-            }
             if (d->ks.host) {
                 memcpy(pt_at(&ks3, slot, g, 0, 0), pt_at(&d->ks, slot / P, slot % P, g, 0), 4);
                 memcpy(pt_at(&vs3, slot, g, 0, 0), pt_at(&d->vs, slot / P, slot % P, g, 0), 4);
@@ -519,7 +564,7 @@ static int flat_matches(parity_ctx *pc, const decode_case *c, decode_data *d, qt
 }
 
 static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
-    char name[96];
+    char name[160];
     case_name(c, name, sizeof name);
     if (!pt_selected(pc, name)) return;
     qt_rng rng = qt_rng_for(name);
@@ -608,8 +653,8 @@ static void run_case(parity_ctx *pc, const decode_case *c, int idx) {
                     uint16_t rb, db;
                     memcpy(&rb, pt_img_at(T, ri, n), 2);
                     memcpy(&db, pt_img_at(T, di, n), 2);
-                    rv = qattn_bf16_to_f32(rb);
-                    dv = qattn_bf16_to_f32(db);
+                    rv = half_value(rb, case_odt(c));
+                    dv = half_value(db, case_odt(c));
                 } else {
                     float rf, df;
                     memcpy(&rf, pt_img_at(T, ri, n), 4);
@@ -645,14 +690,14 @@ static void run_full(parity_ctx *pc) {
     static const int keys[] = {1, 17, 513, 4099};
     static const int gqa[] = {1, 4, 8};
     static const int dims[] = {64, 128, 256};
-    static const qattn_dtype dts[] = {BF, FN, FNUZ, I8};
+    static const qattn_dtype dts[] = {BF, FN, FNUZ, I8, E5};
     static const int rows[] = {1, 3, 8};
     static const int splits[] = {0, 1, 8, 64};
     int idx = 0;
     for (int ki = 0; ki < 4; ++ki)
         for (int gi = 0; gi < 3; ++gi)
             for (int di = 0; di < 3; ++di)
-                for (int ti = 0; ti < 4; ++ti)
+                for (int ti = 0; ti < 5; ++ti)
                     for (int ri = 0; ri < 3; ++ri) {
                         decode_case c;
                         c.B = idx % 2 ? 5 : 1;
@@ -672,6 +717,9 @@ static void run_full(parity_ctx *pc) {
                         c.same_lens = 0;
                         c.form = F3;
                         c.scales = S_ROW;
+                        c.Dv = 0;
+                        c.qdt = idx % 5 == 4 ? QATTN_F16 : QATTN_DTYPE_INVALID;
+                        c.odt = idx % 6 == 5 ? QATTN_F16 : QATTN_DTYPE_INVALID;
                         run_case(pc, &c, idx++);
                     }
 }
@@ -693,6 +741,7 @@ static int parse_shape(const char *spec, decode_case *c) {
     else if (!strcmp(dt, "fn")) c->dt = FN;
     else if (!strcmp(dt, "fnuz")) c->dt = FNUZ;
     else if (!strcmp(dt, "i8")) c->dt = I8;
+    else if (!strcmp(dt, "e5m2")) c->dt = E5;
     else return 0;
     return 1;
 }
@@ -701,7 +750,7 @@ static void run_decode(parity_ctx *pc) {
     if (pc->shape) {
         decode_case c;
         if (!parse_shape(pc->shape, &c)) {
-            fprintf(stderr, "--shape %s: want B,R,Hkv,G,D,bf16|fn|fnuz|i8,keys[,page[,splits]] (B <= 64)\n",
+            fprintf(stderr, "--shape %s: want B,R,Hkv,G,D,bf16|fn|fnuz|e5m2|i8,keys[,page[,splits]] (B <= 64)\n",
                     pc->shape);
             pc->n_fail++;
             return;

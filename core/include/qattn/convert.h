@@ -12,13 +12,16 @@
 extern "C" {
 #endif
 
-/** Largest finite value of an fp8 format: 448 (fn), 240 (fnuz); 0 otherwise. */
+/** Largest finite value of an fp8 format: 448 (fn), 240 (fnuz), 57344
+ *  (e5m2); 0 otherwise. */
 QATTN_API float qattn_fp8_max(qattn_dtype fmt);
-/** Decodes an fp8 code exactly; NaN codes give a quiet NaN. fmt is
- *  QATTN_FP8_E4M3FN or QATTN_FP8_E4M3FNUZ (anything else gives NaN). */
+/** Decodes an fp8 code exactly; NaN codes give a quiet NaN (e5m2: its
+ *  infinity codes give +-inf). fmt is QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FNUZ
+ *  or QATTN_FP8_E5M2 (anything else gives NaN). */
 QATTN_API float qattn_fp8_to_f32(uint8_t code, qattn_dtype fmt);
-/** Encodes with round-to-nearest-even, saturating finite overflow to +-max;
- *  NaN -> 0x7F (fn) / 0x80 (fnuz); -0.0 -> 0x80 (fn) / 0x00 (fnuz). */
+/** Encodes with round-to-nearest-even, saturating overflow (infinity too)
+ *  to +-max; NaN -> 0x7F (fn, e5m2) / 0x80 (fnuz); -0.0 -> 0x80 (fn,
+ *  e5m2) / 0x00 (fnuz). */
 QATTN_API uint8_t qattn_f32_to_fp8(float x, qattn_dtype fmt);
 /** The fn -> fnuz re-encoding of spec 1: same byte except 0x80 -> 0x00 and
  *  the fn NaN codes -> 0x80. Read as fnuz it is half the fn value, so the

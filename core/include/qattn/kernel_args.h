@@ -53,7 +53,12 @@ typedef struct qattn_decode_tile_args {
     int32_t hq, hkv, page_size, window_left;
     int32_t num_splits, keys_per_split;
     float sm_scale, softcap;
+    int32_t flags;                     /* QATTN_DECODE_TILE_* */
 } qattn_decode_tile_args;
+
+enum {
+    QATTN_DECODE_TILE_Q_F16 = 1 /* q is f16 (else bf16) */
+};
 
 /* Shared memory of the register-resident stage 1 (the regs variant): q's 16
  * staged rows of D + 8 f16 (shaders/decode_regs.comp loads them once as
@@ -64,7 +69,8 @@ typedef struct qattn_decode_tile_args {
 /* ---- decode: the split merge -------------------------------------------- */
 enum {
     QATTN_DECODE_MERGE_SINKS = 1, /* sinks present */
-    QATTN_DECODE_MERGE_LSE = 2    /* lse requested */
+    QATTN_DECODE_MERGE_LSE = 2,   /* lse requested */
+    QATTN_DECODE_MERGE_O_F16 = 4  /* o is f16 (else bf16) */
 };
 
 typedef struct qattn_decode_merge_args {
@@ -114,7 +120,8 @@ typedef struct qattn_decode_read_args {
 #endif
 QATTN_KA_CHECK(offsetof(qattn_decode_tile_args, k_ps) == 80 && offsetof(qattn_decode_tile_args, k_rs) == 152 &&
                    offsetof(qattn_decode_tile_args, q_sb) == 168 &&
-                   offsetof(qattn_decode_tile_args, softcap) == 224 && sizeof(qattn_decode_tile_args) == 232,
+                   offsetof(qattn_decode_tile_args, softcap) == 224 &&
+                   offsetof(qattn_decode_tile_args, flags) == 228 && sizeof(qattn_decode_tile_args) == 232,
                "qattn_decode_tile_args: layout differs from shaders/common_tiled.glsl's push block");
 QATTN_KA_CHECK(offsetof(qattn_decode_merge_args, o_sb) == 40 && offsetof(qattn_decode_merge_args, vf) == 100 &&
                    sizeof(qattn_decode_merge_args) == 104,

@@ -93,6 +93,7 @@ typedef enum qattn_dtype {
     QATTN_I8,
     QATTN_FP8_E4M3FN,
     QATTN_FP8_E4M3FNUZ,
+    QATTN_FP8_E5M2, /* the top byte of an IEEE f16: value = f16(code << 8) */
     QATTN_DTYPE_COUNT
 } qattn_dtype;
 
@@ -267,8 +268,8 @@ QATTN_API int qattn_tensor_present(const qattn_tensor *t);
 /* ---- operation: decode attention ------------------------------------- */
 /** Inputs and outputs of decode attention over a paged KV cache (spec 2). */
 typedef struct qattn_decode_args {
-    qattn_tensor q;          /* [B, R, Hq, D] bf16 */
-    qattn_tensor k_cache;    /* [N_slots, Hkv, D]  bf16 | fp8 fn | fp8 fnuz | i8,
+    qattn_tensor q;          /* [B, R, Hq, D] bf16 | f16; D and Dv: multiples of 16 in [16, 256] */
+    qattn_tensor k_cache;    /* [N_slots, Hkv, D]  bf16 | fp8 fn | fp8 fnuz | fp8 e5m2 | i8,
                                 or paged [N_pages, page_size, Hkv, D] (free strides:
                                 HND [page, head, P, d], K/V in one allocation) */
     qattn_tensor v_cache;    /* [N_slots, Hkv, Dv] same dtype and form choice */
@@ -279,7 +280,7 @@ typedef struct qattn_decode_args {
     qattn_tensor kv_indices; /* [n_pages] i32 */
     qattn_tensor kv_lens;    /* [B] i32 */
     qattn_tensor sinks;      /* optional [Hq] f32 */
-    qattn_tensor o;          /* [B, R, Hq, Dv] bf16 */
+    qattn_tensor o;          /* [B, R, Hq, Dv] bf16 | f16 (either, whatever q is) */
     qattn_tensor lse;        /* optional [B, R, Hq] f32 */
     int32_t page_size;       /* P >= 1 */
     int32_t max_kv_len;      /* >= every kv_lens[b]; drives the split policy */
@@ -291,14 +292,16 @@ typedef struct qattn_decode_args {
 typedef enum qattn_decode_variant {
     QATTN_DECODE_AUTO = 0,  /* let the planner choose (options only) */
     /* The tiled kernel (docs/design.md) with its dot products on the vector
-     * units: any Vulkan 1.3 device, every cache dtype. */
+     * units: any Vulkan 1.3 device, every cache dtype and head dim. */
     QATTN_DECODE_SIMT,
     /* The same tiles on the matrix unit (f16 x f16 -> f32): fp8 and int8
-     * caches on devices with a 16x8x16 or 16x16x16 f16 matrix shape. */
+     * caches, every head dim, on devices with a 16x8x16 or 16x16x16 f16
+     * matrix shape. */
     QATTN_DECODE_MATRIX,
     /* Register-resident (docs/design.md, "Decode"): query rows on the
      * matrix M side, keys on N; K and V go from memory straight into
      * fragment registers, S and P never leave them. fp8 and int8 caches,
+     * D = Dv in {64, 128} (compiled in: other head dims take matrix),
      * pages of a multiple of 16 rows, on a device whose fragment layout is
      * known (QATTN_FEAT_FRAGMENT_LAYOUT). AUTO prefers it to matrix. */
     QATTN_DECODE_REGS,
@@ -422,8 +425,8 @@ QATTN_API qattn_status qattn_decode_run(qattn_context *ctx,
 
 /* ---- operation: KV store --------------------------------------------- */
 typedef struct qattn_kv_store_args {
-    qattn_tensor k_new;        /* [T, Hkv, D] bf16 */
-    qattn_tensor v_new;        /* [T, Hkv, Dv] bf16 */
+    qattn_tensor k_new;        /* [T, Hkv, D] bf16 or f16 */
+    qattn_tensor v_new;        /* [T, Hkv, Dv] the same dtype as k_new */
     qattn_tensor slot_mapping; /* [T] i32; -1 = skip */
     qattn_tensor k_cache, v_cache; /* as in decode (rank 4: slot s = page s / P, row s % P) */
     qattn_tensor k_scale, v_scale; /* as in decode, unless bf16 cache; no broadcast */
