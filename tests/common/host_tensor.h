@@ -132,7 +132,7 @@ static inline void qt_ht_set_u8(qt_ht *t, int64_t i0, int64_t i1, int64_t i2, in
     *(uint8_t *)qt_ht_at(t, i0, i1, i2, i3) = v;
 }
 
-/* The element's value (no scale): bf16/f32/fp8 decoded, i8 as integer. */
+/* The element's value (no scale): bf16/f16/f32/fp8 decoded, i8 as integer. */
 static inline double qt_ht_value(const qt_ht *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const void *p = qt_ht_at(t, i0, i1, i2, i3);
     switch (t->dtype) {
@@ -141,6 +141,11 @@ static inline double qt_ht_value(const qt_ht *t, int64_t i0, int64_t i1, int64_t
         memcpy(&b, p, 2);
         return qattn_bf16_to_f32(b);
     }
+    case QATTN_F16: {
+        uint16_t b;
+        memcpy(&b, p, 2);
+        return qattn_f16_to_f32(b);
+    }
     case QATTN_F32: {
         float f;
         memcpy(&f, p, 4);
@@ -148,7 +153,8 @@ static inline double qt_ht_value(const qt_ht *t, int64_t i0, int64_t i1, int64_t
     }
     case QATTN_I8: return (double)*(const int8_t *)p;
     case QATTN_FP8_E4M3FN:
-    case QATTN_FP8_E4M3FNUZ: return qattn_fp8_to_f32(*(const uint8_t *)p, t->dtype);
+    case QATTN_FP8_E4M3FNUZ:
+    case QATTN_FP8_E5M2: return qattn_fp8_to_f32(*(const uint8_t *)p, t->dtype);
     default: return NAN;
     }
 }

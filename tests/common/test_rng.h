@@ -177,7 +177,7 @@ static inline const char *qt_rng_describe(const qt_rng *r, char *buf, size_t n) 
 #if defined(CMOCKA_H_)
 #define QT_FAIL(rng, ...)                                                        \
     do {                                                                         \
-        char qt_fail_seed_[160];                                                 \
+        char qt_fail_seed_[256];                                                 \
         print_message("FAIL %s\n", qt_rng_describe((rng), qt_fail_seed_,        \
                                                    sizeof qt_fail_seed_));       \
         fail_msg(__VA_ARGS__);                                                   \
@@ -185,7 +185,7 @@ static inline const char *qt_rng_describe(const qt_rng *r, char *buf, size_t n) 
 #else
 #define QT_FAIL(rng, ...)                                                        \
     do {                                                                         \
-        char qt_fail_seed_[160];                                                 \
+        char qt_fail_seed_[256];                                                 \
         fprintf(stderr, "FAIL %s: ",                                             \
                 qt_rng_describe((rng), qt_fail_seed_, sizeof qt_fail_seed_));    \
         fprintf(stderr, __VA_ARGS__);                                            \
