@@ -216,6 +216,167 @@ static void test_fp8_encode_random_vs_bruteforce(void **state) {
     }
 }
 
+/* ---- fp8 e5m2 ------------------------------------------------------------- */
+
+/* e5m2 from its own formula (bias 15, two mantissa bits): e = 0:
+ * (-1)^s 2^-14 m/4; e = 31: inf (m = 0) or NaN; else (-1)^s 2^(e-15) (1 + m/4). */
+static double e5m2_expected(uint8_t c) {
+    int s = (c >> 7) & 1, e = (c >> 2) & 31, m = c & 3;
+    double v = e == 31 ? (m ? NAN : INFINITY)
+                       : e == 0 ? pow(2.0, -14) * (m / 4.0) : pow(2.0, e - 15) * (1.0 + m / 4.0);
+    return s ? -v : v;
+}
+
+static int e5m2_finite(uint8_t c) { return (c & 0x7C) != 0x7C; }
+
+/* Nearest finite code by brute force, ties to the even code, beyond the
+ * largest finite (57344 = 0x7B) saturating, -0 / negative underflow 0x80. */
+static uint8_t e5m2_brute_encode(float x) {
+    if (isnan(x)) return 0x7F;
+    int neg = signbit(x) != 0;
+    double a = fabs((double)x);
+    int best = -1;
+    double best_d = INFINITY;
+    for (int c = 0; c <= 0x7B; ++c) {
+        double d = fabs(e5m2_expected((uint8_t)c) - a);
+        if (d < best_d || (d == best_d && (c & 1) == 0)) {
+            best = c;
+            best_d = d;
+        }
+    }
+    if (isinf(a)) best = 0x7B; /* the search above gives NaN distances for inf */
+    return (uint8_t)((neg ? 0x80 : 0) | best);
+}
+
+/* Every code is the top byte of an f16: f16(code << 8), bit for bit, inf
+ * and NaN codes too; and the values agree with the formula. */
+static void test_e5m2_decode_all_codes(void **state) {
+    (void)state;
+    qt_rng rng = qt_rng_for("convert.e5m2_decode");
+    int nans = 0, infs = 0;
+    for (int c = 0; c < 256; ++c) {
+        float got = qattn_fp8_to_f32((uint8_t)c, QATTN_FP8_E5M2);
+        float as_f16 = qattn_f16_to_f32((uint16_t)(c << 8));
+        double want = e5m2_expected((uint8_t)c);
+        if (isnan(want)) {
+            QT_CHECK(&rng, isnan(got) && isnan(as_f16), "e5m2 code 0x%02X must decode to NaN, got %g", c, got);
+            ++nans;
+            continue;
+        }
+        if (isinf(want)) ++infs;
+        QT_CHECK(&rng, memcmp(&got, &as_f16, 4) == 0, "e5m2 code 0x%02X: got %a, f16(0x%04X) is %a", c, got,
+                 c << 8, as_f16);
+        QT_CHECK(&rng, (double)got == want && (signbit(got) != 0) == (signbit(want) != 0),
+                 "e5m2 code 0x%02X: got %.9g want %.9g", c, got, want);
+    }
+    assert_int_equal(nans, 6);
+    assert_int_equal(infs, 2);
+    /* Written out: 1.0 = 0x3C (e = 15); max 0x7B = 2^15 * 1.75 = 57344; min
+     * subnormal 0x01 = 2^-16; 0x80 = -0. */
+    assert_true(qattn_fp8_to_f32(0x3C, QATTN_FP8_E5M2) == 1.0f);
+    assert_true(qattn_fp8_to_f32(0x7B, QATTN_FP8_E5M2) == 57344.0f);
+    assert_true(qattn_fp8_to_f32(0xFB, QATTN_FP8_E5M2) == -57344.0f);
+    assert_true(qattn_fp8_to_f32(0x01, QATTN_FP8_E5M2) == 0x1p-16f);
+    assert_true(qattn_fp8_to_f32(0x80, QATTN_FP8_E5M2) == 0.0f && signbit(qattn_fp8_to_f32(0x80, QATTN_FP8_E5M2)));
+    assert_true(qattn_fp8_to_f32(0x7C, QATTN_FP8_E5M2) == INFINITY);
+    assert_true(qattn_fp8_to_f32(0xFC, QATTN_FP8_E5M2) == -INFINITY);
+    assert_true(qattn_fp8_max(QATTN_FP8_E5M2) == 57344.0f);
+}
+
+static void test_e5m2_roundtrip_every_code(void **state) {
+    (void)state;
+    qt_rng rng = qt_rng_for("convert.e5m2_roundtrip");
+    int n = 0;
+    for (int c = 0; c < 256; ++c) {
+        if (!e5m2_finite((uint8_t)c)) continue;
+        uint8_t got = qattn_f32_to_fp8(qattn_fp8_to_f32((uint8_t)c, QATTN_FP8_E5M2), QATTN_FP8_E5M2);
+        QT_CHECK(&rng, got == c, "e5m2 code 0x%02X re-encodes to 0x%02X", c, got);
+        ++n;
+    }
+    assert_int_equal(n, 248);
+}
+
+/* Every midpoint between neighbouring finite codes goes to the even code;
+ * one f32 ulp either side goes to the nearer one. */
+static void test_e5m2_ties_and_neighbours(void **state) {
+    (void)state;
+    qt_rng rng = qt_rng_for("convert.e5m2_ties");
+    int ties = 0;
+    for (int c = 0; c < 0x7B; ++c) {
+        double lo = e5m2_expected((uint8_t)c), hi = e5m2_expected((uint8_t)(c + 1));
+        float mid = (float)((lo + hi) / 2);
+        assert_true((double)mid == (lo + hi) / 2);
+        uint8_t even = (c & 1) ? (uint8_t)(c + 1) : (uint8_t)c;
+        for (int sgn = 0; sgn < 2; ++sgn) {
+            const uint8_t s = sgn ? 0x80 : 0x00;
+            float x = sgn ? -mid : mid;
+            uint8_t got = qattn_f32_to_fp8(x, QATTN_FP8_E5M2);
+            QT_CHECK(&rng, got == (s | even), "e5m2 tie %.9g between 0x%02X and 0x%02X: got 0x%02X want 0x%02X", x,
+                     c, c + 1, got, s | even);
+            float below = nextafterf(mid, 0.0f), above = nextafterf(mid, INFINITY);
+            uint8_t gl = qattn_f32_to_fp8(sgn ? -below : below, QATTN_FP8_E5M2);
+            uint8_t gh = qattn_f32_to_fp8(sgn ? -above : above, QATTN_FP8_E5M2);
+            QT_CHECK(&rng, gl == (s | c), "e5m2 just below tie %.9g: got 0x%02X want 0x%02X", below, gl, s | c);
+            QT_CHECK(&rng, gh == (s | (c + 1)), "e5m2 just above tie %.9g: got 0x%02X want 0x%02X", above, gh,
+                     s | (c + 1));
+            ++ties;
+        }
+    }
+    assert_int_equal(ties, 2 * 0x7B);
+    /* Written out: 1.0 = 0x3C, 1.25 = 0x3D: tie 1.125 -> 0x3C (even);
+     * 1.375 (between 0x3D and 0x3E = 1.5) -> 0x3E. Half the smallest
+     * subnormal (2^-17) ties with 0 -> 0x00 / -0 -> 0x80; 1.5 * 2^-16 ->
+     * 0x02. 53248 is the tie of 49152 (0x7A) and 57344 (0x7B) -> 0x7A. */
+    assert_int_equal(qattn_f32_to_fp8(1.125f, QATTN_FP8_E5M2), 0x3C);
+    assert_int_equal(qattn_f32_to_fp8(1.375f, QATTN_FP8_E5M2), 0x3E);
+    assert_int_equal(qattn_f32_to_fp8(0x1p-17f, QATTN_FP8_E5M2), 0x00);
+    assert_int_equal(qattn_f32_to_fp8(-0x1p-17f, QATTN_FP8_E5M2), 0x80);
+    assert_int_equal(qattn_f32_to_fp8(0x1.8p-16f, QATTN_FP8_E5M2), 0x02);
+    assert_int_equal(qattn_f32_to_fp8(53248.0f, QATTN_FP8_E5M2), 0x7A);
+    assert_int_equal(qattn_f32_to_fp8(53249.0f, QATTN_FP8_E5M2), 0x7B);
+}
+
+/* Saturation at +-57344 (infinity included: e5m2 has an infinity code, the
+ * KV store never writes it), NaN -> 0x7F, the zeros. */
+static void test_e5m2_saturation_zero_nan(void **state) {
+    (void)state;
+    const float big[] = {57344.0f, 57345.0f, 61439.0f, 61440.0f, 65504.0f, 65536.0f, 1e6f, FLT_MAX, INFINITY};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; ++i) {
+        assert_int_equal(qattn_f32_to_fp8(big[i], QATTN_FP8_E5M2), 0x7B);
+        assert_int_equal(qattn_f32_to_fp8(-big[i], QATTN_FP8_E5M2), 0xFB);
+    }
+    assert_int_equal(qattn_f32_to_fp8(0.0f, QATTN_FP8_E5M2), 0x00);
+    assert_int_equal(qattn_f32_to_fp8(-0.0f, QATTN_FP8_E5M2), 0x80);
+    assert_int_equal(qattn_f32_to_fp8(FLT_TRUE_MIN, QATTN_FP8_E5M2), 0x00);
+    assert_int_equal(qattn_f32_to_fp8(-FLT_TRUE_MIN, QATTN_FP8_E5M2), 0x80);
+    uint32_t nan_bits[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFFBFFFFFu};
+    for (size_t i = 0; i < 4; ++i) {
+        float n;
+        memcpy(&n, &nan_bits[i], 4);
+        assert_int_equal(qattn_f32_to_fp8(n, QATTN_FP8_E5M2), 0x7F);
+    }
+}
+
+/* Random floats over the whole e5m2 range and beyond, against brute force;
+ * and every f16 value: its e5m2 code is the f16 rounded to its top byte. */
+static void test_e5m2_encode_random_vs_bruteforce(void **state) {
+    (void)state;
+    qt_rng rng = qt_rng_for("convert.e5m2_random");
+    for (int i = 0; i < 60000; ++i) {
+        /* log-uniform magnitude in [2^-19, 2^17), random sign */
+        float x = (float)ldexp(1.0 + qt_unit(&rng), (int)qt_int(&rng, -19, 16));
+        if (qt_u64(&rng) & 1) x = -x;
+        uint8_t got = qattn_f32_to_fp8(x, QATTN_FP8_E5M2), want = e5m2_brute_encode(x);
+        QT_CHECK(&rng, got == want, "e5m2 encode(%a): got 0x%02X want 0x%02X", x, got, want);
+    }
+    for (uint32_t h = 0; h < 0x10000u; ++h) {
+        float x = qattn_f16_to_f32((uint16_t)h);
+        if (isnan(x)) continue;
+        uint8_t got = qattn_f32_to_fp8(x, QATTN_FP8_E5M2), want = e5m2_brute_encode(x);
+        QT_CHECK(&rng, got == want, "e5m2 encode(f16 0x%04X = %a): got 0x%02X want 0x%02X", h, x, got, want);
+    }
+}
+
 /* ---- fn -> fnuz ----------------------------------------------------------- */
 
 static void test_fn_as_fnuz(void **state) {
@@ -375,6 +536,11 @@ int main(void) {
         cmocka_unit_test(test_fp8_ties_and_neighbours),
         cmocka_unit_test(test_fp8_saturation_zero_nan),
         cmocka_unit_test(test_fp8_encode_random_vs_bruteforce),
+        cmocka_unit_test(test_e5m2_decode_all_codes),
+        cmocka_unit_test(test_e5m2_roundtrip_every_code),
+        cmocka_unit_test(test_e5m2_ties_and_neighbours),
+        cmocka_unit_test(test_e5m2_saturation_zero_nan),
+        cmocka_unit_test(test_e5m2_encode_random_vs_bruteforce),
         cmocka_unit_test(test_fn_as_fnuz),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_f16),
