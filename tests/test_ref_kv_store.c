@@ -8,7 +8,10 @@
  *  (c) slot -1 skipped, slots never named left untouched, token-major and
  *      head-major caches with padding, and a slot outside the cache skipped
  *      (or, with QATTN_CHECK_INDICES=1, the call refused with nothing
- *      written), guard slots past the cache untouched.
+ *      written), guard slots past the cache untouched;
+ *  (d) issue 27: f16 k_new / v_new (into every cache format, a bf16 cache
+ *      by rounding), fp8 e5m2 caches (an RNE tie row by hand, and rows of
+ *      e5m2 values times a power of two stored value-exact), Dv != D.
  * Caches and scales are poisoned with 0xFF before every run.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
@@ -41,7 +44,20 @@ typedef struct kcfg {
     int n_slots;
     int head_major; /* cache laid out [head, slot, d] */
     int pad;
+    int Dv;          /* v_new's and v_cache's head dim; 0: D */
+    qattn_dtype src; /* k_new's and v_new's dtype; 0 (INVALID): bf16 */
 } kcfg;
+
+static int cfg_dv(const kcfg *c) { return c->Dv ? c->Dv : c->D; }
+static qattn_dtype cfg_src(const kcfg *c) { return c->src ? c->src : QATTN_BF16; }
+
+/* A 16-bit float (bf16 or f16) from f32 with one rounding, and its value. */
+static uint16_t half_bits(float x, qattn_dtype dt) {
+    return dt == QATTN_F16 ? qattn_f32_to_f16(x) : qattn_f32_to_bf16(x);
+}
+static float half_value(uint16_t b, qattn_dtype dt) {
+    return dt == QATTN_F16 ? qattn_f16_to_f32(b) : qattn_bf16_to_f32(b);
+}
 
 typedef struct kfix {
     kcfg c;
@@ -57,17 +73,18 @@ static kfix kfix_make(qt_rng *rng, const kcfg *c) {
     qt_layout padded = {{0, 1, 2, 3}, c->pad, c->pad};
     qt_layout cache = {{c->head_major ? 1 : 0, c->head_major ? 0 : 1, 2, 3}, c->pad, c->pad};
     const int64_t ns[3] = {c->T, c->Hkv, c->D}, cs[3] = {c->n_slots, c->Hkv, c->D};
+    const int64_t vns[3] = {c->T, c->Hkv, cfg_dv(c)}, vcs[3] = {c->n_slots, c->Hkv, cfg_dv(c)};
     const int64_t ss[2] = {c->n_slots, c->Hkv}, ts[1] = {c->T};
-    f.kn = qt_ht_make(QATTN_BF16, 3, ns, &padded, POISON);
-    f.vn = qt_ht_make(QATTN_BF16, 3, ns, &padded, POISON);
-    for (int64_t n = 0; n < qt_ht_count(&f.kn); ++n) {
-        /* magnitudes over several binades so per-row amax varies */
-        float amp = ldexpf(1.0f, (int)qt_int(rng, -3, 3));
-        uint16_t a = qattn_f32_to_bf16(amp * qt_signed(rng, 0.05f, 1.0f));
-        uint16_t b = qattn_f32_to_bf16(amp * qt_signed(rng, 0.05f, 1.0f));
-        memcpy(qt_ht_at_linear(&f.kn, n), &a, 2);
-        memcpy(qt_ht_at_linear(&f.vn, n), &b, 2);
-    }
+    f.kn = qt_ht_make(cfg_src(c), 3, ns, &padded, POISON);
+    f.vn = qt_ht_make(cfg_src(c), 3, vns, &padded, POISON);
+    qt_ht *const srcs[2] = {&f.kn, &f.vn};
+    for (int w = 0; w < 2; ++w)
+        for (int64_t n = 0; n < qt_ht_count(srcs[w]); ++n) {
+            /* magnitudes over several binades so per-row amax varies */
+            float amp = ldexpf(1.0f, (int)qt_int(rng, -3, 3));
+            uint16_t a = half_bits(amp * qt_signed(rng, 0.05f, 1.0f), cfg_src(c));
+            memcpy(qt_ht_at_linear(srcs[w], n), &a, 2);
+        }
     int32_t perm[256];
     assert_true(c->n_slots <= 256 && c->T <= MAX_T && c->T <= c->n_slots);
     for (int i = 0; i < c->n_slots; ++i) perm[i] = i;
@@ -78,7 +95,7 @@ static kfix kfix_make(qt_rng *rng, const kcfg *c) {
         qt_ht_set_i32(&f.map, t, f.slots[t]);
     }
     f.kc = qt_ht_make(c->kv, 3, cs, &cache, POISON);
-    f.vc = qt_ht_make(c->kv, 3, cs, &cache, POISON);
+    f.vc = qt_ht_make(c->kv, 3, vcs, &cache, POISON);
     if (c->kv != QATTN_BF16) {
         f.ks = qt_ht_make(QATTN_F32, 2, ss, &padded, POISON);
         f.vs = qt_ht_make(QATTN_F32, 2, ss, &padded, POISON);
@@ -132,21 +149,27 @@ static qattn_context *cpu_ctx(void) {
 
 /* One (token, head) row as the spec says, in f32: amax, scale = amax / fmax
  * (1 when amax = 0), code = encode(x / scale); int8 rounds with the C
- * library's nearbyintf in the default round-to-nearest-even mode. */
+ * library's nearbyintf in the default round-to-nearest-even mode. A bf16
+ * cache takes bf16 bits as they are and f16 values rounded to bf16. */
 static void expected_row(const qt_ht *src, int t, int g, qattn_dtype dt, uint8_t *codes,
                          uint16_t *bf16, float *scale) {
     const int64_t D = src->shape[2];
     if (dt == QATTN_BF16) {
-        for (int64_t d = 0; d < D; ++d) bf16[d] = qt_ht_u16(src, t, g, d, 0);
+        for (int64_t d = 0; d < D; ++d)
+            bf16[d] = src->dtype == QATTN_BF16 ? qt_ht_u16(src, t, g, d, 0)
+                                               : qattn_f32_to_bf16(qattn_f16_to_f32(qt_ht_u16(src, t, g, d, 0)));
         return;
     }
     float amax = 0.0f;
-    for (int64_t d = 0; d < D; ++d) amax = fmaxf(amax, fabsf(qattn_bf16_to_f32(qt_ht_u16(src, t, g, d, 0))));
-    const float fmax = dt == QATTN_I8 ? 127.0f : (dt == QATTN_FP8_E4M3FN ? 448.0f : 240.0f);
+    for (int64_t d = 0; d < D; ++d) amax = fmaxf(amax, fabsf(half_value(qt_ht_u16(src, t, g, d, 0), src->dtype)));
+    const float fmax = dt == QATTN_I8             ? 127.0f
+                       : dt == QATTN_FP8_E4M3FN   ? 448.0f
+                       : dt == QATTN_FP8_E4M3FNUZ ? 240.0f
+                                                  : 57344.0f; /* e5m2: 2^15 * 1.75 */
     const float s = amax == 0.0f ? 1.0f : amax / fmax;
     *scale = s;
     for (int64_t d = 0; d < D; ++d) {
-        float y = qattn_bf16_to_f32(qt_ht_u16(src, t, g, d, 0)) / s;
+        float y = half_value(qt_ht_u16(src, t, g, d, 0), src->dtype) / s;
         if (dt == QATTN_I8) {
             float r = nearbyintf(y);
             r = r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r;
@@ -162,6 +185,7 @@ static void expected_row(const qt_ht *src, int t, int g, qattn_dtype dt, uint8_t
 static void check_cache(qt_rng *rng, const kfix *f, const qt_ht *src, const qt_ht *cache,
                         const qt_ht *scale, const char *which) {
     const kcfg *c = &f->c;
+    const int D = (int)cache->shape[2];
     uint8_t codes[256];
     uint16_t bf16[256];
     for (int slot = 0; slot < c->n_slots; ++slot) {
@@ -170,7 +194,7 @@ static void check_cache(qt_rng *rng, const kfix *f, const qt_ht *src, const qt_h
             if (f->slots[i] == slot) t = i;
         for (int g = 0; g < c->Hkv; ++g) {
             if (t < 0) { /* untouched: still poison */
-                for (int d = 0; d < c->D; ++d) {
+                for (int d = 0; d < D; ++d) {
                     const uint8_t *p = qt_ht_at(cache, slot, g, d, 0);
                     for (size_t b = 0; b < qattn_dtype_size(cache->dtype); ++b)
                         QT_CHECK(rng, p[b] == POISON, "%s: %s slot %d (no token) was written", c->name, which, slot);
@@ -184,7 +208,7 @@ static void check_cache(qt_rng *rng, const kfix *f, const qt_ht *src, const qt_h
             }
             float s = 0.0f;
             expected_row(src, t, g, cache->dtype, codes, bf16, &s);
-            for (int d = 0; d < c->D; ++d) {
+            for (int d = 0; d < D; ++d) {
                 if (cache->dtype == QATTN_BF16) {
                     uint16_t got = qt_ht_u16(cache, slot, g, d, 0);
                     QT_CHECK(rng, qt_tol_kv_store_bytes(&got, &bf16[d], 2) < 0,
@@ -217,7 +241,7 @@ static void check_all(qt_rng *rng, const kfix *f) {
 /* Sets token 0, head 0 of src to the listed values, the rest to `tail`. */
 static void set_row(qt_ht *src, const float *vals, int n, float tail) {
     for (int64_t d = 0; d < src->shape[2]; ++d)
-        qt_ht_set_u16(src, 0, 0, d, 0, qattn_f32_to_bf16(d < n ? vals[d] : tail));
+        qt_ht_set_u16(src, 0, 0, d, 0, half_bits(d < n ? vals[d] : tail, src->dtype));
 }
 
 static void test_hand_rows(void **state) {
@@ -230,7 +254,7 @@ static void test_hand_rows(void **state) {
      * 0.5 -> 112 = 2^6 * 1.75 -> 0x6E; 2^-7 -> 1.75 = 2^0 * 1.75 -> 0x3E.
      * The v row is all zero: amax = 0, scale = 1, codes 0x00. */
     {
-        kcfg c = {"hand_fn", 1, 1, 64, QATTN_FP8_E4M3FN, 4, 0, 0};
+        kcfg c = {"hand_fn", 1, 1, 64, QATTN_FP8_E4M3FN, 4, 0, 0, 0, 0};
         kfix f = kfix_make(&rng, &c);
         f.slots[0] = 2;
         qt_ht_set_i32(&f.map, 0, 2);
@@ -252,7 +276,7 @@ static void test_hand_rows(void **state) {
      * scale = amax / 127 = 1/64 exactly, so x/scale = x * 64 exactly:
      * 127, -15.5 -> -16 (tie to even), 14.5 -> 14 (tie to even), 32, -1. */
     {
-        kcfg c = {"hand_i8", 1, 1, 64, QATTN_I8, 3, 1, 1};
+        kcfg c = {"hand_i8", 1, 1, 64, QATTN_I8, 3, 1, 1, 0, 0};
         kfix f = kfix_make(&rng, &c);
         f.slots[0] = 0;
         qt_ht_set_i32(&f.map, 0, 0);
@@ -274,7 +298,7 @@ static void test_hand_rows(void **state) {
      * 68 is the tie between 64 (m = 0) and 72 (m = 1) -> 64 = 0x70; 76 ties
      * 72 (m = 1) and 80 (m = 2) -> 80 = 0x72; -0.5 = -(2^-1) (e = 7) -> 0xB8. */
     {
-        kcfg c = {"hand_fnuz", 1, 1, 128, QATTN_FP8_E4M3FNUZ, 2, 1, 0};
+        kcfg c = {"hand_fnuz", 1, 1, 128, QATTN_FP8_E4M3FNUZ, 2, 1, 0, 0, 0};
         kfix f = kfix_make(&rng, &c);
         f.slots[0] = 1;
         qt_ht_set_i32(&f.map, 0, 1);
@@ -288,10 +312,55 @@ static void test_hand_rows(void **state) {
         check_all(&rng, &f);
         kfix_free(ctx, &f);
     }
+    /* e5m2 from f16 inputs, row (7, -1, 0.75, 1.125, 1.375, 2^-7, ...):
+     * amax = 7, scale = 7 / 57344 = 2^-13 exactly, so x / scale = x * 8192
+     * exactly: 57344 = 2^15 * 1.75 -> 0x7B; -8192 = -(2^13) (e = 28) ->
+     * 0x80 | 0x70 = 0xF0; 6144 = 2^12 * 1.5 (e = 27, m = 2) -> 0x6E; 9216 is
+     * the tie of 8192 (m = 0) and 10240 (m = 1) -> 0x70; 11264 ties 10240
+     * (m = 1) and 12288 (m = 2) -> 0x72; 64 = 2^6 (e = 21) -> 0x54. The v
+     * row (a cache of Dv = 48) is all zero: scale 1, codes 0x00 (+0) and
+     * 0x80 (-0). */
+    {
+        kcfg c = {"hand_e5m2_f16", 1, 1, 64, QATTN_FP8_E5M2, 3, 1, 1, 48, QATTN_F16};
+        kfix f = kfix_make(&rng, &c);
+        f.slots[0] = 1;
+        qt_ht_set_i32(&f.map, 0, 1);
+        const float k[5] = {7.0f, -1.0f, 0.75f, 1.125f, 1.375f};
+        set_row(&f.kn, k, 5, 0x1p-7f);
+        const float vz[1] = {-0.0f};
+        set_row(&f.vn, vz, 1, 0.0f);
+        QT_ASSERT_EQ(&rng, kfix_run(ctx, &f), QATTN_OK);
+        const uint8_t want[6] = {0x7B, 0xF0, 0x6E, 0x70, 0x72, 0x54};
+        for (int d = 0; d < 64; ++d) QT_ASSERT_EQ(&rng, qt_ht_u8(&f.kc, 1, 0, d, 0), want[d < 5 ? d : 5]);
+        QT_ASSERT(&rng, qt_tol_kv_store_scale(qt_ht_f32(&f.ks, 1, 0, 0, 0), 0x1p-13f));
+        for (int d = 0; d < 48; ++d) QT_ASSERT_EQ(&rng, qt_ht_u8(&f.vc, 1, 0, d, 0), d == 0 ? 0x80 : 0x00);
+        QT_ASSERT(&rng, qt_tol_kv_store_scale(qt_ht_f32(&f.vs, 1, 0, 0, 0), 1.0f));
+        check_all(&rng, &f);
+        kfix_free(ctx, &f);
+    }
+    /* A bf16 cache from f16 inputs rounds each value to bf16 (nearest even):
+     * 1 + 2^-8 is the tie of 1 (0x3F80, even) and 1 + 2^-7 -> 0x3F80;
+     * 1 + 3 * 2^-8 -> 0x3F82; -(1 + 2^-8 + 2^-10) -> 0xBF81; 2^-14 (the
+     * smallest normal f16) -> 0x3880. v (Dv = 192) the same. */
+    {
+        kcfg c = {"hand_bf16_from_f16", 1, 1, 64, QATTN_BF16, 2, 0, 0, 192, QATTN_F16};
+        kfix f = kfix_make(&rng, &c);
+        f.slots[0] = 0;
+        qt_ht_set_i32(&f.map, 0, 0);
+        const float k[3] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -(1.0f + 0x1p-8f + 0x1p-10f)};
+        set_row(&f.kn, k, 3, 0x1p-14f);
+        set_row(&f.vn, k, 3, 0x1p-14f);
+        QT_ASSERT_EQ(&rng, kfix_run(ctx, &f), QATTN_OK);
+        const uint16_t want[4] = {0x3F80, 0x3F82, 0xBF81, 0x3880};
+        for (int d = 0; d < 64; ++d) QT_ASSERT_EQ(&rng, qt_ht_u16(&f.kc, 0, 0, d, 0), want[d < 3 ? d : 3]);
+        for (int d = 0; d < 192; ++d) QT_ASSERT_EQ(&rng, qt_ht_u16(&f.vc, 0, 0, d, 0), want[d < 3 ? d : 3]);
+        check_all(&rng, &f);
+        kfix_free(ctx, &f);
+    }
     /* bf16: plain copy of the bits, tokens 0 and 2 to slots 5 and 2, token 1
      * is padding (-1); nothing else in the cache changes. */
     {
-        kcfg c = {"hand_bf16", 3, 2, 64, QATTN_BF16, 6, 1, 2};
+        kcfg c = {"hand_bf16", 3, 2, 64, QATTN_BF16, 6, 1, 2, 0, 0};
         kfix f = kfix_make(&rng, &c);
         const int32_t map[3] = {5, -1, 2};
         for (int t = 0; t < 3; ++t) {
@@ -314,14 +383,25 @@ static void test_hand_rows(void **state) {
 
 static const kcfg RANDOM_CASES[] = {
     /* name          T   Hkv D    kv                   slots hm pad */
-    {"bf16_tm",      5,  2,  64,  QATTN_BF16,          8,    0, 0},
-    {"fn_tm_pad",    12, 4,  128, QATTN_FP8_E4M3FN,    20,   0, 3},
-    {"fn_hm",        7,  1,  256, QATTN_FP8_E4M3FN,    7,    1, 0},
-    {"fnuz_hm_pad",  9,  2,  64,  QATTN_FP8_E4M3FNUZ,  30,   1, 2},
-    {"fnuz_tm",      16, 8,  128, QATTN_FP8_E4M3FNUZ,  17,   0, 0},
-    {"i8_tm",        11, 3,  64,  QATTN_I8,            11,   0, 1},
-    {"i8_hm_pad",    6,  2,  256, QATTN_I8,            40,   1, 5},
-    {"bf16_hm_pad",  4,  4,  128, QATTN_BF16,          9,    1, 1},
+    {"bf16_tm",      5,  2,  64,  QATTN_BF16,          8,    0, 0, 0, 0},
+    {"fn_tm_pad",    12, 4,  128, QATTN_FP8_E4M3FN,    20,   0, 3, 0, 0},
+    {"fn_hm",        7,  1,  256, QATTN_FP8_E4M3FN,    7,    1, 0, 0, 0},
+    {"fnuz_hm_pad",  9,  2,  64,  QATTN_FP8_E4M3FNUZ,  30,   1, 2, 0, 0},
+    {"fnuz_tm",      16, 8,  128, QATTN_FP8_E4M3FNUZ,  17,   0, 0, 0, 0},
+    {"i8_tm",        11, 3,  64,  QATTN_I8,            11,   0, 1, 0, 0},
+    {"i8_hm_pad",    6,  2,  256, QATTN_I8,            40,   1, 5, 0, 0},
+    {"bf16_hm_pad",  4,  4,  128, QATTN_BF16,          9,    1, 1, 0, 0},
+    /* issue 27: e5m2 caches, f16 inputs, Dv != D (Dv, src last) */
+    /* name          T   Hkv D    kv                   slots hm pad Dv   src */
+    {"e5m2_tm",      10, 2,  128, QATTN_FP8_E5M2,      16,   0, 0,  0,   0},
+    {"e5m2_hm_f16",  7,  3,  96,  QATTN_FP8_E5M2,      12,   1, 2,  0,   QATTN_F16},
+    {"e5m2_192_128", 9,  2,  192, QATTN_FP8_E5M2,      20,   0, 1,  128, QATTN_F16},
+    {"fn_f16_80",    6,  4,  80,  QATTN_FP8_E4M3FN,    9,    0, 0,  0,   QATTN_F16},
+    {"fnuz_64_128",  8,  2,  64,  QATTN_FP8_E4M3FNUZ,  10,   1, 1,  128, QATTN_F16},
+    {"i8_f16_hm",    5,  2,  256, QATTN_I8,            7,    1, 3,  0,   QATTN_F16},
+    {"i8_128_64",    12, 1,  128, QATTN_I8,            30,   0, 0,  64,  0},
+    {"bf16_f16",     6,  2,  128, QATTN_BF16,          8,    0, 2,  0,   QATTN_F16},
+    {"bf16_192_128", 5,  4,  192, QATTN_BF16,          6,    1, 0,  128, 0},
 };
 
 static void test_random_vs_f32(void **state) {
@@ -343,6 +423,76 @@ static void test_random_vs_f32(void **state) {
     qattn_context_free(ctx);
 }
 
+/* e5m2 rows that are e5m2 values times a power of two 2^k, with one element
+ * at +-57344 (the largest code): the scale is amax / 57344 = 2^k exactly,
+ * x / scale is the e5m2 value itself, so the store gives back the very
+ * codes and decode(code) x scale is x, bit for bit. bf16 holds every such
+ * x for k in [-20, 20]; f16 for k in [-8, 0] (57344 <= 65504, and the
+ * smallest subnormal 2^-16 x 2^-8 is f16's own). Codes drawn over every
+ * finite code, zeros of both signs included. */
+static void test_e5m2_value_exact(void **state) {
+    (void)state;
+    qattn_context *ctx = cpu_ctx();
+    qt_rng rng = qt_rng_for("kv_store.e5m2_exact");
+    for (int rep = 0; rep < 8; ++rep) {
+        const qattn_dtype src = rep % 2 ? QATTN_F16 : QATTN_BF16;
+        kcfg c = {"e5m2_exact", 6, 2, rep < 4 ? 128 : 192, QATTN_FP8_E5M2, 8, rep % 3 == 0, rep % 2,
+                  rep < 4 ? 0 : 64, src};
+        qt_rng_case(&rng, (uint64_t)rep);
+        kfix f = kfix_make(&rng, &c);
+        uint8_t want[2][MAX_T][4][256];
+        float scale[2][MAX_T][4];
+        qt_ht *srcs[2] = {&f.kn, &f.vn};
+        for (int w = 0; w < 2; ++w) {
+            const int D = (int)srcs[w]->shape[2];
+            for (int t = 0; t < c.T; ++t)
+                for (int g = 0; g < c.Hkv; ++g) {
+                    const int k = src == QATTN_F16 ? (int)qt_int(&rng, -8, 0) : (int)qt_int(&rng, -20, 20);
+                    for (int d = 0; d < D; ++d) {
+                        uint8_t code;
+                        do {
+                            code = (uint8_t)qt_u32(&rng);
+                        } while ((code & 0x7C) == 0x7C); /* finite codes */
+                        want[w][t][g][d] = code;
+                    }
+                    want[w][t][g][qt_int(&rng, 0, D - 1)] = (qt_u64(&rng) & 1) ? 0xFB : 0x7B;
+                    scale[w][t][g] = ldexpf(1.0f, k);
+                    for (int d = 0; d < D; ++d) {
+                        const float x = ldexpf(qattn_fp8_to_f32(want[w][t][g][d], QATTN_FP8_E5M2), k);
+                        const uint16_t b = half_bits(x, src);
+                        QT_ASSERT(&rng, half_value(b, src) == x && (signbit(x) != 0) == ((b >> 15) != 0));
+                        qt_ht_set_u16(srcs[w], t, g, d, 0, b);
+                    }
+                }
+        }
+        QT_ASSERT_EQ(&rng, kfix_run(ctx, &f), QATTN_OK);
+        const qt_ht *caches[2] = {&f.kc, &f.vc}, *scales[2] = {&f.ks, &f.vs};
+        for (int w = 0; w < 2; ++w) {
+            const int D = (int)srcs[w]->shape[2];
+            for (int t = 0; t < c.T; ++t) {
+                const int slot = f.slots[t];
+                if (slot < 0) continue;
+                for (int g = 0; g < c.Hkv; ++g) {
+                    const float s = qt_ht_f32(scales[w], slot, g, 0, 0);
+                    QT_CHECK(&rng, qt_tol_kv_store_scale(s, scale[w][t][g]), "%s token %d head %d: scale %a, want %a",
+                             w ? "v" : "k", t, g, s, scale[w][t][g]);
+                    for (int d = 0; d < D; ++d) {
+                        const uint8_t got = qt_ht_u8(caches[w], slot, g, d, 0);
+                        const float back = qattn_fp8_to_f32(got, QATTN_FP8_E5M2) * s;
+                        const float x = half_value(qt_ht_u16(srcs[w], t, g, d, 0), src);
+                        QT_CHECK(&rng, got == want[w][t][g][d] && memcmp(&back, &x, 4) == 0,
+                                 "%s token %d head %d dim %d: code 0x%02X (want 0x%02X), back %a, x %a",
+                                 w ? "v" : "k", t, g, d, got, want[w][t][g][d], back, x);
+                    }
+                }
+            }
+        }
+        check_all(&rng, &f);
+        kfix_free(ctx, &f);
+    }
+    qattn_context_free(ctx);
+}
+
 /* A slot outside [0, N_slots) other than -1 (spec 2, issue 11 rows 11-12):
  * without the index mode that token is skipped and every other token is
  * stored; with QATTN_CHECK_INDICES=1 the call fails and writes nothing. The
@@ -358,7 +508,7 @@ static void test_bad_slot(void **state) {
     for (int check = 0; check < 2; ++check) {
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
             kcfg c = {"bad_slot", 4, 2, 64, i % 3 == 1 ? QATTN_I8 : i % 3 ? QATTN_BF16 : QATTN_FP8_E4M3FN,
-                      N + GUARD, (int)(i % 2), 1};
+                      N + GUARD, (int)(i % 2), 1, 0, 0};
             qt_rng_case(&rng, (uint64_t)(check * 16 + (int)i));
             kfix f = kfix_make(&rng, &c);
             qt_ht *desc[4] = {&f.kc, &f.vc, &f.ks, &f.vs};
@@ -396,6 +546,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_rows),
         cmocka_unit_test(test_random_vs_f32),
+        cmocka_unit_test(test_e5m2_value_exact),
         cmocka_unit_test(test_bad_slot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
