@@ -134,6 +134,26 @@ static void m_bf16_with_scales(decode_fix *f, qattn_decode_args *a) {
     a->k_cache.shape[0] = a->v_cache.shape[0] = NS / 2;
 }
 static void m_foreign(decode_fix *f, qattn_decode_args *a) { a->k_cache.buffer = f->foreign; }
+/* Issue 27's rules: q and o bf16 or f16; D and Dv multiples of 16 in [16,
+ * 256], q's last dim D and o's Dv. Fewer slots keep the wider caches inside
+ * their buffers (the head dim is checked before the slot counts of the
+ * scales). */
+static void m_q_f32(decode_fix *f, qattn_decode_args *a) { a->q.dtype = QATTN_F32; }
+static void m_o_f32(decode_fix *f, qattn_decode_args *a) { a->o.dtype = QATTN_F32; }
+static void m_o_fp8(decode_fix *f, qattn_decode_args *a) { a->o.dtype = QATTN_FP8_E5M2; }
+static void m_kv_heads_dim(qattn_decode_args *a, int64_t slots, int64_t dk, int64_t dv) {
+    a->k_cache = qattn_tensor_contiguous(a->k_cache.buffer, 0, a->k_cache.dtype, 3, (int64_t[]){slots, HKV, dk});
+    a->v_cache = qattn_tensor_contiguous(a->v_cache.buffer, 0, a->v_cache.dtype, 3, (int64_t[]){slots, HKV, dv});
+}
+static void m_d88(decode_fix *f, qattn_decode_args *a) { m_kv_heads_dim(a, 16, 88, 88); }
+static void m_d272(decode_fix *f, qattn_decode_args *a) { m_kv_heads_dim(a, 4, 272, 64); }
+static void m_dv8(decode_fix *f, qattn_decode_args *a) { m_kv_heads_dim(a, NS, 64, 8); }
+static void m_dv264(decode_fix *f, qattn_decode_args *a) { m_kv_heads_dim(a, 4, 64, 264); }
+static void m_o_not_dv(decode_fix *f, qattn_decode_args *a) {
+    m_kv_heads_dim(a, NS, 64, 32);
+    a->o.shape[3] = 64; /* Dv is 32 */
+}
+static void m_q_not_d(decode_fix *f, qattn_decode_args *a) { m_kv_heads_dim(a, NS, 48, 64); }
 static void m_max_len(decode_fix *f, qattn_decode_args *a) { a->max_kv_len = -1; }
 
 /* The fixture's cache as rank 4: NPAGES pages of P rows (the same memory). */
@@ -208,6 +228,15 @@ static const decode_case DECODE_CASES[] = {
     {"bf16 cache with scales", QATTN_ERR_INVALID_ARGUMENT, "k_scale", m_bf16_with_scales, 0},
     {"buffer of another context", QATTN_ERR_INVALID_ARGUMENT, "k_cache", m_foreign, 1},
     {"negative max_kv_len", QATTN_ERR_INVALID_ARGUMENT, "max_kv_len", m_max_len, 0},
+    {"q f32", QATTN_ERR_DTYPE, "q: dtype f32 not allowed (expected bf16|f16)", m_q_f32, 0},
+    {"o f32", QATTN_ERR_DTYPE, "o: dtype f32 not allowed (expected bf16|f16)", m_o_f32, 0},
+    {"o e5m2", QATTN_ERR_DTYPE, "o: dtype fp8_e5m2 not allowed (expected bf16|f16)", m_o_fp8, 0},
+    {"head dim 88", QATTN_ERR_SHAPE, "k_cache: head dim 88 is not a multiple of 16 in [16, 256]", m_d88, 0},
+    {"head dim 272", QATTN_ERR_SHAPE, "k_cache: head dim 272 is not a multiple of 16 in [16, 256]", m_d272, 0},
+    {"Dv 8", QATTN_ERR_SHAPE, "v_cache: head dim 8 is not a multiple of 16 in [16, 256]", m_dv8, 0},
+    {"Dv 264", QATTN_ERR_SHAPE, "v_cache: head dim 264 is not a multiple of 16 in [16, 256]", m_dv264, 0},
+    {"o's last dim not Dv", QATTN_ERR_SHAPE, "o: shape[3] = 64 but v_cache's head dim is 32", m_o_not_dv, 0},
+    {"q's last dim not D", QATTN_ERR_SHAPE, "q: shape[3] = 64 but k_cache's head dim is 48", m_q_not_d, 0},
 };
 
 static int decode_outputs_untouched(decode_fix *f) {
@@ -303,6 +332,43 @@ static void test_decode_forms(void **state) {
     }
 }
 
+/* The other side of issue 27's rules: what they let through plans and runs
+ * and writes o (so the refusals above are of the rule, not of the fixture):
+ * f16 q and o together and each alone, an e5m2 cache, Dv != D both ways,
+ * D 48 and Dv 16 (the fixture's bytes read through the other shapes). */
+static void test_decode_new_axes_accepted(void **state) {
+    decode_fix *f = *state;
+    uint8_t poison[B * R * HQ * D * 2];
+    memset(poison, QT_POISON, sizeof poison);
+    for (int i = 0; i < 6; ++i) {
+        qattn_decode_args a = f->a;
+        const char *what = "";
+        switch (i) {
+        case 0: what = "f16 q and o"; a.q.dtype = a.o.dtype = QATTN_F16; break;
+        case 1: what = "f16 q, bf16 o"; a.q.dtype = QATTN_F16; break;
+        case 2: what = "bf16 q, f16 o"; a.o.dtype = QATTN_F16; break;
+        case 3: what = "e5m2 cache"; a.k_cache.dtype = a.v_cache.dtype = QATTN_FP8_E5M2; break;
+        case 4:
+            what = "D 48, Dv 16";
+            m_kv_heads_dim(&a, NS, 48, 16);
+            a.q = qattn_tensor_contiguous(f->q, 0, QATTN_BF16, 4, (int64_t[]){B, R, HQ, 48});
+            a.o = qattn_tensor_contiguous(f->o, 0, QATTN_F16, 4, (int64_t[]){B, R, HQ, 16});
+            break;
+        default:
+            what = "D 32, Dv 64";
+            m_kv_heads_dim(&a, NS, 32, 64);
+            a.q = qattn_tensor_contiguous(f->q, 0, QATTN_F16, 4, (int64_t[]){B, R, HQ, 32});
+            break;
+        }
+        assert_int_equal(qattn_buffer_upload(f->ctx, f->o, 0, poison, sizeof poison), QATTN_OK);
+        qattn_decode_plan plan;
+        qattn_status s = qattn_decode_plan_create(f->ctx, &a, NULL, &plan);
+        if (s == QATTN_OK) s = qattn_decode_run(f->ctx, &plan, &a, f->ws, 0);
+        if (s != QATTN_OK) fail_msg("%s: %s: %s", what, qattn_status_name(s), qattn_last_error(f->ctx));
+        if (qt_buf_all(f->ctx, f->o, QT_POISON)) fail_msg("%s: o not written", what);
+    }
+}
+
 /* QATTN_CHECK_INDICES=1 verifies pages, lengths and indptr before launching. */
 static void test_decode_index_check(void **state) {
     decode_fix *f = *state;
@@ -360,10 +426,26 @@ static void test_kv_store_rules(void **state) {
         .k_scale = qattn_tensor_contiguous(ks, 0, QATTN_F32, 2, (int64_t[]){NS, HKV}),
         .v_scale = qattn_tensor_contiguous(vs, 0, QATTN_F32, 2, (int64_t[]){NS, HKV}),
     };
-    struct { const char *what; qattn_status want; const char *names; qattn_kv_store_args a; } cases[16];
+    struct { const char *what; qattn_status want; const char *names; qattn_kv_store_args a; } cases[24];
     int n = 0;
-    cases[n] = (__typeof__(cases[0])){"k_new dtype", QATTN_ERR_DTYPE, "k_new", good};
+    cases[n] = (__typeof__(cases[0])){"k_new dtype", QATTN_ERR_DTYPE,
+        "k_new: dtype f32 not allowed (expected bf16|f16)", good};
+    cases[n++].a.k_new.dtype = QATTN_F32;
+    cases[n] = (__typeof__(cases[0])){"v_new f32", QATTN_ERR_DTYPE,
+        "v_new: dtype f32 not allowed (expected bf16|f16)", good};
+    cases[n++].a.v_new.dtype = QATTN_F32;
+    /* k_new and v_new bf16 or f16, but the same */
+    cases[n] = (__typeof__(cases[0])){"k_new f16, v_new bf16", QATTN_ERR_DTYPE,
+        "v_new: dtype bf16 differs from k_new's f16", good};
     cases[n++].a.k_new.dtype = QATTN_F16;
+    cases[n] = (__typeof__(cases[0])){"v_new head dim", QATTN_ERR_SHAPE,
+        "v_new: shape[2] = 64 but v_cache's head dim is 32", good};
+    cases[n].a.v_cache.shape[2] = 32;
+    cases[n++].a.v_cache.strides[1] = 32;
+    cases[n] = (__typeof__(cases[0])){"cache head dim 88", QATTN_ERR_SHAPE,
+        "k_cache: head dim 88 is not a multiple of 16 in [16, 256]", good};
+    cases[n].a.k_cache = qattn_tensor_contiguous(kc, 0, QATTN_I8, 3, (int64_t[]){NS / 2, HKV, 88});
+    cases[n++].a.v_cache = qattn_tensor_contiguous(vc, 0, QATTN_I8, 3, (int64_t[]){NS / 2, HKV, 88});
     cases[n] = (__typeof__(cases[0])){"v_new tokens", QATTN_ERR_SHAPE, "v_new", good};
     cases[n++].a.v_new.shape[0] = T - 1;
     cases[n] = (__typeof__(cases[0])){"slot_mapping dtype", QATTN_ERR_DTYPE, "slot_mapping", good};
@@ -413,6 +495,25 @@ static void test_kv_store_rules(void **state) {
     paged4.v_cache = paged(good.v_cache, NS / 8, 8);
     paged4.k_scale = qattn_tensor_contiguous(ks, 0, QATTN_F32, 3, (int64_t[]){NS / 8, 8, HKV});
     assert_int_equal(qattn_kv_store(ctx, &paged4), QATTN_OK);
+    /* Issue 27: f16 inputs (both), an e5m2 cache, Dv != D are accepted and
+     * write the cache. */
+    for (int i = 0; i < 3; ++i) {
+        qattn_kv_store_args a = good;
+        if (i == 0) a.k_new.dtype = a.v_new.dtype = QATTN_F16;
+        if (i == 1) a.k_cache.dtype = a.v_cache.dtype = QATTN_FP8_E5M2;
+        if (i == 2) {
+            a.v_new = qattn_tensor_contiguous(v, 0, QATTN_BF16, 3, (int64_t[]){T, HKV, 32});
+            a.v_cache = qattn_tensor_contiguous(vc, 0, QATTN_I8, 3, (int64_t[]){NS, HKV, 32});
+        }
+        uint8_t poison[NS * HKV * D];
+        memset(poison, QT_POISON, sizeof poison);
+        assert_int_equal(qattn_buffer_upload(ctx, kc, 0, poison, sizeof poison), QATTN_OK);
+        assert_int_equal(qattn_buffer_upload(ctx, vc, 0, poison, sizeof poison), QATTN_OK);
+        qattn_status s = qattn_kv_store(ctx, &a);
+        if (s != QATTN_OK) fail_msg("kv_store case %d: %s: %s", i, qattn_status_name(s), qattn_last_error(ctx));
+        assert_false(qt_buf_all(ctx, kc, QT_POISON));
+        assert_false(qt_buf_all(ctx, vc, QT_POISON));
+    }
     qattn_buffer *all[] = {k, v, sm, kc, vc, ks, vs, bsm};
     for (size_t i = 0; i < 8; ++i) qattn_buffer_free(ctx, all[i]);
     qattn_context_free(ctx);
@@ -494,6 +595,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_decode_baseline_and_plan_rules, decode_setup, decode_teardown),
         cmocka_unit_test_setup_teardown(test_decode_index_check, decode_setup, decode_teardown),
         cmocka_unit_test_setup_teardown(test_decode_forms, decode_setup, decode_teardown),
+        cmocka_unit_test_setup_teardown(test_decode_new_axes_accepted, decode_setup, decode_teardown),
         cmocka_unit_test(test_kv_store_rules),
         cmocka_unit_test(test_mqa_rules),
     };
