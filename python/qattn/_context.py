@@ -514,4 +514,5 @@ def numpy_dtype(dt):
     reads them as values where ml_dtypes is installed)."""
     import numpy as np
     return np.dtype({L.BF16: np.uint16, L.F16: np.float16, L.F32: np.float32, L.I32: np.int32,
-                     L.I8: np.int8, L.FP8_E4M3FN: np.uint8, L.FP8_E4M3FNUZ: np.uint8}[dt])
+                     L.I8: np.int8, L.FP8_E4M3FN: np.uint8, L.FP8_E4M3FNUZ: np.uint8,
+                     L.FP8_E5M2: np.uint8}[dt])

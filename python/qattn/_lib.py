@@ -16,11 +16,12 @@ import os
 ABI_MAJOR, ABI_MINOR = 0, 1
 
 # ---- enums --------------------------------------------------------------
-DTYPE_INVALID, BF16, F16, F32, I32, I8, FP8_E4M3FN, FP8_E4M3FNUZ = range(8)
+DTYPE_INVALID, BF16, F16, F32, I32, I8, FP8_E4M3FN, FP8_E4M3FNUZ, FP8_E5M2 = range(9)
 DTYPE_NAMES = {BF16: "bf16", F16: "f16", F32: "f32", I32: "i32", I8: "i8",
-               FP8_E4M3FN: "fp8_e4m3fn", FP8_E4M3FNUZ: "fp8_e4m3fnuz"}
+               FP8_E4M3FN: "fp8_e4m3fn", FP8_E4M3FNUZ: "fp8_e4m3fnuz", FP8_E5M2: "fp8_e5m2"}
 DTYPE_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
-DTYPE_SIZE = {BF16: 2, F16: 2, F32: 4, I32: 4, I8: 1, FP8_E4M3FN: 1, FP8_E4M3FNUZ: 1}
+DTYPE_SIZE = {BF16: 2, F16: 2, F32: 4, I32: 4, I8: 1, FP8_E4M3FN: 1, FP8_E4M3FNUZ: 1,
+              FP8_E5M2: 1}
 
 DECODE_VARIANTS = {"auto": 0, "simt": 1, "matrix": 2, "regs": 3}
 MQA_VARIANTS = {"auto": 0, "direct": 1, "staged": 2, "coopmat": 3}

@@ -65,7 +65,7 @@ def _empty_like(ctx, ref, shape, dtype, pad_last=None):
         alloc[-1] = pad_last
     if _is_torch(ref):
         t = _torch()
-        tdt = {L.BF16: t.bfloat16, L.F32: t.float32}[dtype]
+        tdt = {L.BF16: t.bfloat16, L.F16: t.float16, L.F32: t.float32}[dtype]
         out = t.empty(alloc, dtype=tdt, device=ref.device)
         return out[..., :shape[-1]] if pad_last else out
     if isinstance(ref, DeviceArray):
@@ -75,6 +75,22 @@ def _empty_like(ctx, ref, shape, dtype, pad_last=None):
     import numpy as np
     out = np.empty(alloc, dtype=numpy_dtype(dtype))
     return out[..., :shape[-1]] if pad_last else out
+
+
+def _half_dtype_of(q):
+    """The dtype decode's output is allocated in: q's (f16 or bf16). A q of
+    any other dtype gets bf16, and the library then refuses q naming it."""
+    if _is_torch(q):
+        return L.F16 if q.dtype == _torch().float16 else L.BF16
+    if isinstance(q, DeviceArray):
+        return L.F16 if q.dtype == L.F16 else L.BF16
+    name = getattr(getattr(q, "dtype", None), "name", None)  # numpy and the like
+    if name is not None:
+        return L.F16 if name == "float16" else L.BF16
+    try:
+        return L.F16 if view(q, "q").dtype == L.F16 else L.BF16
+    except (TypeError, ValueError):
+        return L.BF16
 
 
 def _workspace(ctx, ref, nbytes):
@@ -387,7 +403,7 @@ class DecodePlan(_Plan):
         if variant not in L.DECODE_VARIANTS:
             raise ValueError("variant: %r is not one of %s" % (variant, tuple(L.DECODE_VARIANTS)))
         if out is None:
-            out = _empty_like(ctx, q, self.out_shape, L.BF16)
+            out = _empty_like(ctx, q, self.out_shape, _half_dtype_of(q))
         if self.return_lse and lse is None:
             lse = _empty_like(ctx, q, self.out_shape[:3], L.F32)
         self._plan = L.DecodePlan()
@@ -433,9 +449,9 @@ class DecodePlan(_Plan):
     def run(self, q=None, k_cache=None, v_cache=None, k_scale=None, v_scale=None, *,
             kv_indptr=None, kv_indices=None, kv_lens=None, sinks=None, out=None, lse=None,
             workspace=None, stream=None):
-        """Runs the plan; returns out (allocated when not given), or (out, lse)
-        for a plan made with return_lse. Never allocates on the device beyond
-        the outputs it is not given."""
+        """Runs the plan; returns out (allocated in q's dtype, f16 or bf16,
+        when not given), or (out, lse) for a plan made with return_lse. Never
+        allocates on the device beyond the outputs it is not given."""
         if self._closed or self.ctx._h is None:
             self._raise_closed()
         d = self._defaults
@@ -449,7 +465,7 @@ class DecodePlan(_Plan):
                d["kv_lens"] if kv_lens is None else kv_lens,
                d["sinks"] if sinks is None else sinks]
         if out is None:
-            out = _empty_like(self.ctx, q, self.out_shape, L.BF16)
+            out = _empty_like(self.ctx, q, self.out_shape, _half_dtype_of(q))
         if self.return_lse and lse is None:
             lse = _empty_like(self.ctx, q, self.out_shape[:3], L.F32)
         ws = self.workspace if workspace is None else workspace

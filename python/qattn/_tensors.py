@@ -6,8 +6,9 @@ dtype mapping (explicit; anything else is refused with the operand's name):
   bf16   torch.bfloat16, ml_dtypes.bfloat16, DLPack bfloat16, or uint16 bits
   f16    float16
   f32    float32;  i32: int32;  i8: int8
-  fp8    torch.float8_e4m3fn(uz), ml_dtypes.float8_e4m3fn(uz), DLPack fp8, or a
-         uint8 view with the operand's format given (e.g. kv_format="fp8_e4m3fn")
+  fp8    torch.float8_e4m3fn(uz) / float8_e5m2, ml_dtypes.float8_e4m3fn(uz) /
+         float8_e5m2, DLPack fp8, or a uint8 view with the operand's format
+         given (e.g. kv_format="fp8_e4m3fn" or "fp8_e5m2")
 """
 import ctypes
 
@@ -18,13 +19,13 @@ HOST, CUDA = "host", "cuda"
 # numpy / array-interface type strings and names
 _NP_NAMES = {"float32": L.F32, "int32": L.I32, "int8": L.I8, "float16": L.F16,
              "bfloat16": L.BF16, "float8_e4m3fn": L.FP8_E4M3FN,
-             "float8_e4m3fnuz": L.FP8_E4M3FNUZ}
+             "float8_e4m3fnuz": L.FP8_E4M3FNUZ, "float8_e5m2": L.FP8_E5M2}
 _TYPESTR = {"<f4": L.F32, "<i4": L.I32, "|i1": L.I8, "<f2": L.F16}
 _RAW = {"uint8": 1, "uint16": 2, "int16": 2, "|u1": 1, "<u2": 2, "<i2": 2}
 
 # DLPack (dlpack.h, DLDataTypeCode and DLDeviceType)
 _DL_INT, _DL_UINT, _DL_FLOAT, _DL_BFLOAT = 0, 1, 2, 4
-_DL_FP8_E4M3FN, _DL_FP8_E4M3FNUZ = 10, 11
+_DL_FP8_E4M3FN, _DL_FP8_E4M3FNUZ, _DL_FP8_E5M2 = 10, 11, 12
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_ROCM = 1, 2, 3, 10
 
 
@@ -103,8 +104,8 @@ def _resolve(name, kind, raw_bytes, fmt):
         return kind
     if raw_bytes == 2:
         return L.BF16  # uint16 bits: bf16 unless the format says f16
-    raise TypeError("%s: uint8 needs its format: fp8_e4m3fn or fp8_e4m3fnuz (the op's *_format=)"
-                    % name)
+    raise TypeError("%s: uint8 needs its format: fp8_e4m3fn, fp8_e4m3fnuz or fp8_e5m2 (the op's "
+                    "*_format=)" % name)
 
 
 _torch = None
@@ -122,7 +123,7 @@ def _torch_mod():
         d = {t.bfloat16: (L.BF16, 0), t.float16: (L.F16, 0), t.float32: (L.F32, 0),
              t.int32: (L.I32, 0), t.int8: (L.I8, 0), t.uint8: (0, 1), t.int16: (0, 2)}
         for n, q in (("float8_e4m3fn", L.FP8_E4M3FN), ("float8_e4m3fnuz", L.FP8_E4M3FNUZ),
-                     ("uint16", None)):
+                     ("float8_e5m2", L.FP8_E5M2), ("uint16", None)):
             if hasattr(t, n):
                 d[getattr(t, n)] = (q, 0) if q else (0, 2)
         _torch_dtypes, _torch = d, t
@@ -208,7 +209,8 @@ def _from_dlpack(x, name, fmt):
                  (_DL_INT, 8): (L.I8, 0), (_DL_UINT, 8): (0, 1), (_DL_UINT, 16): (0, 2),
                  (_DL_INT, 16): (0, 2),
                  (_DL_FP8_E4M3FN, 8): (L.FP8_E4M3FN, 0),
-                 (_DL_FP8_E4M3FNUZ, 8): (L.FP8_E4M3FNUZ, 0)}.get((code, bits), (None, None))
+                 (_DL_FP8_E4M3FNUZ, 8): (L.FP8_E4M3FNUZ, 0),
+                 (_DL_FP8_E5M2, 8): (L.FP8_E5M2, 0)}.get((code, bits), (None, None))
     if kind is None:
         raise TypeError("%s: DLPack type code %d, %d bits has no qattn dtype" % (name, code, bits))
     dt = _resolve(name, kind, raw, fmt)
