@@ -2,11 +2,20 @@
 the C library, and the number-format and interchange helpers the tests need."""
 import numpy as np
 
-FMAX = {"fp8_e4m3fn": 448.0, "fp8_e4m3fnuz": 240.0}
+FMAX = {"fp8_e4m3fn": 448.0, "fp8_e4m3fnuz": 240.0, "fp8_e5m2": 57344.0}
 
 
 def fp8_table(fmt):
-    """The value of each of the 256 codes (spec 1), NaN codes as NaN."""
+    """The value of each of the 256 codes (spec 1), NaN codes as NaN (e5m2:
+    its infinity codes as infinities)."""
+    if fmt == "fp8_e5m2":  # s eeeee mm, bias 15: the top byte of an f16
+        out = np.empty(256)
+        for c in range(256):
+            s, e, m = c >> 7, (c >> 2) & 31, c & 3
+            v = 2.0 ** -14 * m / 4 if e == 0 else (np.inf if m == 0 else np.nan) if e == 31 \
+                else 2.0 ** (e - 15) * (1 + m / 4)
+            out[c] = -v if s else v
+        return out
     bias = 7 if fmt == "fp8_e4m3fn" else 8
     out = np.empty(256)
     for c in range(256):
@@ -21,9 +30,9 @@ def fp8_table(fmt):
 
 
 def random_fp8(rng, shape, fmt):
-    """Random codes of finite values, no NaN code."""
+    """Random codes of finite values, no NaN (or infinity) code."""
     t = fp8_table(fmt)
-    ok = np.flatnonzero(~np.isnan(t)).astype(np.uint8)
+    ok = np.flatnonzero(np.isfinite(t)).astype(np.uint8)
     return rng.choice(ok, size=shape)
 
 
@@ -47,11 +56,18 @@ def bf16_to_f64(bits):
         .astype(np.float64)
 
 
+def half_to_f64(x):
+    """float16 values, or uint16 bf16 bits, as float64."""
+    x = np.asarray(x)
+    return x.astype(np.float64) if x.dtype == np.float16 else bf16_to_f64(x)
+
+
 def decode_ref(q, k, v, ks, vs, indptr, indices, lens, page_size, sm_scale, kv_fmt,
                window_left=-1, softcap=0.0, sinks=None):
-    """o [B, R, Hq, Dv] and lse [B, R, Hq] in float64 (spec 2); k, v are the
-    [N_slots, Hkv, D] codes, ks/vs [N_slots, Hkv] (None for bf16)."""
-    qf = bf16_to_f64(q)
+    """o [B, R, Hq, Dv] and lse [B, R, Hq] in float64 (spec 2); q bf16 bits
+    (uint16) or float16; k, v are the [N_slots, Hkv, D] / [N_slots, Hkv, Dv]
+    codes, ks/vs [N_slots, Hkv] (None for bf16)."""
+    qf = half_to_f64(q)
     kf, vf = decode_codes(k, kv_fmt), decode_codes(v, kv_fmt)
     if ks is not None:
         kf = kf * np.asarray(ks, np.float64)[..., None]

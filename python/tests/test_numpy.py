@@ -10,11 +10,12 @@ import pytest
 
 import qattn
 from refs import (FMAX, DLPackOnly, bf16_to_f64, decode_codes, decode_ref, f32_to_bf16,
-                  mqa_ref, random_fp8)
+                  half_to_f64, mqa_ref, random_fp8)
 
 GUARD = 8
 POISON_BF16 = 0xFFFF  # a NaN
-SCALE = {"fp8_e4m3fn": (0.002, 0.006), "fp8_e4m3fnuz": (0.004, 0.012), "i8": (0.01, 0.03)}
+SCALE = {"fp8_e4m3fn": (0.002, 0.006), "fp8_e4m3fnuz": (0.004, 0.012), "i8": (0.01, 0.03),
+         "fp8_e5m2": (5e-5, 1.5e-4)}
 
 
 def seeded(request):
@@ -42,7 +43,11 @@ def cache_codes(rng, shape, fmt):
     return random_fp8(rng, shape, fmt)
 
 
-def make_decode(rng, B=3, R=1, Hq=8, Hkv=2, D=128, P=16, fmt="fp8_e4m3fn", head_major=False):
+def make_decode(rng, B=3, R=1, Hq=8, Hkv=2, D=128, P=16, fmt="fp8_e4m3fn", head_major=False,
+                Dv=None, q_f16=False):
+    """Random operands; q as bf16 bits (uint16) or, with q_f16, float16; V of
+    head dim Dv (default D)."""
+    Dv = D if Dv is None else Dv
     lens = rng.integers(R, 70, size=B).astype(np.int32)
     pages_per = [(int(n) + P - 1) // P for n in lens]
     n_pages = sum(pages_per) + 2
@@ -52,15 +57,16 @@ def make_decode(rng, B=3, R=1, Hq=8, Hkv=2, D=128, P=16, fmt="fp8_e4m3fn", head_
     indices = perm[:indptr[-1]].copy()
     if head_major:  # [Hkv, N_slots, D] memory, read as [N_slots, Hkv, D]
         k = np.ascontiguousarray(cache_codes(rng, (Hkv, slots, D), fmt)).transpose(1, 0, 2)
-        v = np.ascontiguousarray(cache_codes(rng, (Hkv, slots, D), fmt)).transpose(1, 0, 2)
+        v = np.ascontiguousarray(cache_codes(rng, (Hkv, slots, Dv), fmt)).transpose(1, 0, 2)
     else:
-        k, v = cache_codes(rng, (slots, Hkv, D), fmt), cache_codes(rng, (slots, Hkv, D), fmt)
+        k, v = cache_codes(rng, (slots, Hkv, D), fmt), cache_codes(rng, (slots, Hkv, Dv), fmt)
     ks = vs = None
     if fmt != "bf16":
         lo, hi = SCALE[fmt]
         ks = rng.uniform(lo, hi, (slots, Hkv)).astype(np.float32)
         vs = rng.uniform(lo, hi, (slots, Hkv)).astype(np.float32)
-    q = f32_to_bf16(rng.normal(0, 1, (B, R, Hq, D)).astype(np.float32))
+    q = rng.normal(0, 1, (B, R, Hq, D)).astype(np.float32)
+    q = q.astype(np.float16) if q_f16 else f32_to_bf16(q)
     return dict(q=q, k_cache=k, v_cache=v, k_scale=ks, v_scale=vs, kv_indptr=indptr,
                 kv_indices=indices, kv_lens=lens, page_size=P)
 
@@ -76,10 +82,11 @@ def plan_kw(p, fmt, max_kv_len=128):
 
 
 def check_decode(o_bits, lse, p, fmt, seed, sm_scale, **refkw):
+    """o_bits: bf16 bits (uint16) or float16 values."""
     o_ref, lse_ref = decode_ref(p["q"], p["k_cache"], p["v_cache"], p["k_scale"], p["v_scale"],
                                 p["kv_indptr"], p["kv_indices"], p["kv_lens"], p["page_size"],
                                 sm_scale, fmt, **refkw)
-    o = bf16_to_f64(o_bits)
+    o = half_to_f64(o_bits)
     assert not np.isnan(o).any(), "seed %d: NaN in o (poison left?)" % seed
     err = np.abs(o - o_ref) - (2e-3 + 2e-2 * np.abs(o_ref))
     assert (err <= 0).all(), "seed %d: o off by %g beyond tolerance at %s" % (
@@ -91,10 +98,13 @@ def check_decode(o_bits, lse, p, fmt, seed, sm_scale, **refkw):
         assert (e <= 0).all(), "seed %d: lse off by %g" % (seed, e.max())
 
 
-def run_decode(ctx, p, fmt, **extra):
-    """Plans and runs into guarded, poisoned outputs; returns (o, lse, plan)."""
+def run_decode(ctx, p, fmt, o_f16=False, **extra):
+    """Plans and runs into guarded, poisoned outputs (o: bf16 bits, or with
+    o_f16 float16; the poison is NaN in both); returns (o, lse, plan)."""
     B, R, Hq, _ = p["q"].shape
     o, o_whole = guarded((B, R, Hq, p["v_cache"].shape[2]), np.uint16, POISON_BF16)
+    if o_f16:
+        o = o.view(np.float16)
     lse, lse_whole = guarded((B, R, Hq), np.float32, np.float32(np.nan))
     plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"], p["kv_indices"],
                            p["kv_lens"], return_lse=True, out=o, lse=lse,
@@ -107,7 +117,7 @@ def run_decode(ctx, p, fmt, **extra):
     return o.copy(), lse.copy(), plan
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3fn", "fp8_e4m3fnuz", "i8"])
+@pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3fn", "fp8_e4m3fnuz", "i8", "fp8_e5m2"])
 @pytest.mark.parametrize("R,D", [(1, 128), (2, 64)])
 def test_decode(ctx, cpu, request, fmt, R, D):
     seed, rng = seeded(request)
@@ -119,6 +129,38 @@ def test_decode(ctx, cpu, request, fmt, R, D):
         o_c, lse_c, _ = run_decode(cpu, p, fmt)
         ref = bf16_to_f64(o_c)
         assert (np.abs(bf16_to_f64(o) - ref) <= 2e-3 + 2e-2 * np.abs(ref)).all(), "seed %d" % seed
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e5m2", "fp8_e4m3fn", "bf16", "i8"])
+@pytest.mark.parametrize("q_f16,D,Dv", [(True, 128, 128), (True, 96, 96), (False, 80, 80),
+                                        (True, 192, 128), (False, 64, 128)])
+def test_decode_f16_and_head_dims(ctx, cpu, request, fmt, q_f16, D, Dv):
+    """Issue 27: f16 q (numpy float16), head dims 80/96/192 and Dv != D; the
+    output the plan allocates has q's dtype (float16, or bf16 bits)."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, R=2, D=D, Dv=Dv, fmt=fmt, q_f16=q_f16)
+    plan = ctx.decode_plan(p["q"], p["k_cache"], p["v_cache"], p["kv_indptr"], p["kv_indices"],
+                           p["kv_lens"], **plan_kw(p, fmt))
+    o = plan.run()
+    assert o.shape == (3, 2, 8, Dv) and o.dtype == (np.float16 if q_f16 else np.uint16)
+    check_decode(o, None, p, fmt, seed, 1 / np.sqrt(D))
+    o2, lse, _ = run_decode(ctx, p, fmt, o_f16=q_f16)
+    check_decode(o2, lse, p, fmt, seed, 1 / np.sqrt(D))
+    if ctx.backend != "cpu":  # parity with the cpu backend
+        o_c, _, _ = run_decode(cpu, p, fmt, o_f16=q_f16)
+        ref, got = half_to_f64(o_c), half_to_f64(o2)
+        assert (np.abs(got - ref) <= 2e-3 + 2e-2 * np.abs(ref)).all(), "seed %d" % seed
+
+
+@pytest.mark.parametrize("q_f16,o_f16", [(True, False), (False, True)])
+def test_decode_out_dtype_of_its_own(ctx, request, q_f16, o_f16):
+    """o's dtype is o's: a caller's bf16 o under an f16 q, and an f16 o under
+    a bf16 q (issue 27: o follows q only when the plan allocates it)."""
+    seed, rng = seeded(request)
+    p = make_decode(rng, fmt="fp8_e5m2", q_f16=q_f16)
+    o, lse, _ = run_decode(ctx, p, "fp8_e5m2", o_f16=o_f16)
+    assert o.dtype == (np.float16 if o_f16 else np.uint16)
+    check_decode(o, lse, p, "fp8_e5m2", seed, 1 / np.sqrt(128))
 
 
 def test_decode_options(ctx, request):
@@ -200,14 +242,19 @@ def test_decode_paged_rank4(ctx, request):
 
 
 # ---- KV store ----------------------------------------------------------
-def make_store(rng, fmt, T=7, Hkv=2, D=128, slots=40):
-    k_new = f32_to_bf16(rng.normal(0, 2, (T, Hkv, D)).astype(np.float32))
-    v_new = f32_to_bf16(rng.normal(0, 2, (T, Hkv, D)).astype(np.float32))
+def make_store(rng, fmt, T=7, Hkv=2, D=128, slots=40, Dv=None, src="bf16"):
+    """k_new / v_new as bf16 bits (uint16) or, src="f16", float16."""
+    Dv = D if Dv is None else Dv
+
+    def new(d):
+        x = rng.normal(0, 2, (T, Hkv, d)).astype(np.float32)
+        return x.astype(np.float16) if src == "f16" else f32_to_bf16(x)
+    k_new, v_new = new(D), new(Dv)
     slot_mapping = rng.choice(slots, size=T, replace=False).astype(np.int32)
     slot_mapping[1] = -1  # padding
     dt = {"bf16": np.uint16, "i8": np.int8}.get(fmt, np.uint8)
     k_cache = np.zeros((slots, Hkv, D), dt)
-    v_cache = np.zeros((slots, Hkv, D), dt)
+    v_cache = np.zeros((slots, Hkv, Dv), dt)
     ks = vs = None
     if fmt != "bf16":
         ks = np.full((slots, Hkv), -1.0, np.float32)
@@ -215,31 +262,37 @@ def make_store(rng, fmt, T=7, Hkv=2, D=128, slots=40):
     return k_new, v_new, slot_mapping, k_cache, v_cache, ks, vs
 
 
-@pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3fn", "fp8_e4m3fnuz", "i8"])
-def test_kv_store(ctx, cpu, request, fmt):
+@pytest.mark.parametrize("fmt", ["bf16", "fp8_e4m3fn", "fp8_e4m3fnuz", "i8", "fp8_e5m2"])
+@pytest.mark.parametrize("src,D,Dv", [("bf16", 128, 128), ("f16", 96, 96), ("f16", 192, 128)])
+def test_kv_store(ctx, cpu, request, fmt, src, D, Dv):
+    """Every cache format from bf16 or f16 (numpy float16) inputs, Dv != D
+    included (issue 27): codes decode to within half a step of the input."""
     seed, rng = seeded(request)
-    k_new, v_new, sm, kc, vc, ks, vs = make_store(rng, fmt)
+    store = dict(D=D, Dv=Dv, src=src)
+    k_new, v_new, sm, kc, vc, ks, vs = make_store(rng, fmt, **store)
     ctx.kv_store(k_new, v_new, sm, kc, vc, ks, vs, **fmt_kw(fmt))
     untouched = np.setdiff1d(np.arange(kc.shape[0]), sm)
     assert (kc[untouched] == 0).all() and (vc[untouched] == 0).all(), "seed %d: other slots" % seed
     for new, cache, scale in ((k_new, kc, ks), (v_new, vc, vs)):
-        x = bf16_to_f64(new)
+        x = half_to_f64(new)
         for t, s in enumerate(sm):
             if s < 0:
                 continue
-            if fmt == "bf16":
-                assert (cache[s] == new[t]).all(), "seed %d: bf16 copy" % seed
+            if fmt == "bf16":  # a copy; f16 rounded to bf16 (nearest even)
+                want = new[t] if src == "bf16" else f32_to_bf16(new[t].astype(np.float32))
+                assert (cache[s] == want).all(), "seed %d: bf16 copy" % seed
                 continue
             amax = np.abs(x[t]).max(axis=-1)
             fmax = FMAX.get(fmt, 127.0)
             want = (amax.astype(np.float32) / np.float32(fmax))
             assert np.allclose(scale[s], want, rtol=1e-6), "seed %d: scale" % seed
             back = decode_codes(cache[s], fmt) * scale[s][:, None]
-            step = 2.0 ** -4 if fmt != "i8" else 1.0 / 127  # half an ulp at the top, relative
+            # half an ulp at the top, relative: 3 mantissa bits (e4m3), 2 (e5m2)
+            step = {"i8": 1.0 / 127, "fp8_e5m2": 2.0 ** -3}.get(fmt, 2.0 ** -4)
             assert (np.abs(back - x[t]) <= step * amax[:, None] + 1e-12).all(), \
                 "seed %d: decoded cache far from the input" % seed
     if ctx.backend != "cpu":  # codes and scales bit-identical to the cpu backend
-        _, _, _, kc2, vc2, ks2, vs2 = make_store(np.random.default_rng(seed), fmt)
+        _, _, _, kc2, vc2, ks2, vs2 = make_store(np.random.default_rng(seed), fmt, **store)
         cpu.kv_store(k_new, v_new, sm, kc2, vc2, ks2, vs2, **fmt_kw(fmt))
         assert (kc2 == kc).all() and (vc2 == vc).all(), "seed %d: codes differ from cpu" % seed
         if ks is not None:
