@@ -93,6 +93,15 @@ def _half_dtype_of(q):
         return L.BF16
 
 
+def _out_dtype_of(out, q):
+    """The qattn dtype of a caller's out (q's when it has none we know: the
+    library then refuses out naming it)."""
+    try:
+        return view(out, "out").dtype
+    except (TypeError, ValueError):
+        return _half_dtype_of(q)
+
+
 def _workspace(ctx, ref, nbytes):
     if not nbytes:
         return None
@@ -402,8 +411,13 @@ class DecodePlan(_Plan):
         self._fmts = {"k_cache": kv_format, "v_cache": kv_format}
         if variant not in L.DECODE_VARIANTS:
             raise ValueError("variant: %r is not one of %s" % (variant, tuple(L.DECODE_VARIANTS)))
+        # o's dtype is part of what the plan is made for: q's (f16 or bf16)
+        # unless the caller gives out; run() allocates outputs in it
         if out is None:
-            out = _empty_like(ctx, q, self.out_shape, _half_dtype_of(q))
+            self.out_dtype = _half_dtype_of(q)
+            out = _empty_like(ctx, q, self.out_shape, self.out_dtype)
+        else:
+            self.out_dtype = _out_dtype_of(out, q)
         if self.return_lse and lse is None:
             lse = _empty_like(ctx, q, self.out_shape[:3], L.F32)
         self._plan = L.DecodePlan()
@@ -449,9 +463,10 @@ class DecodePlan(_Plan):
     def run(self, q=None, k_cache=None, v_cache=None, k_scale=None, v_scale=None, *,
             kv_indptr=None, kv_indices=None, kv_lens=None, sinks=None, out=None, lse=None,
             workspace=None, stream=None):
-        """Runs the plan; returns out (allocated in q's dtype, f16 or bf16,
-        when not given), or (out, lse) for a plan made with return_lse. Never
-        allocates on the device beyond the outputs it is not given."""
+        """Runs the plan; returns out (allocated when not given, in the dtype
+        the plan was made for: q's, or that of the out given at planning), or
+        (out, lse) for a plan made with return_lse. Never allocates on the
+        device beyond the outputs it is not given."""
         if self._closed or self.ctx._h is None:
             self._raise_closed()
         d = self._defaults
@@ -465,7 +480,7 @@ class DecodePlan(_Plan):
                d["kv_lens"] if kv_lens is None else kv_lens,
                d["sinks"] if sinks is None else sinks]
         if out is None:
-            out = _empty_like(self.ctx, q, self.out_shape, _half_dtype_of(q))
+            out = _empty_like(self.ctx, q, self.out_shape, self.out_dtype)
         if self.return_lse and lse is None:
             lse = _empty_like(self.ctx, q, self.out_shape[:3], L.F32)
         ws = self.workspace if workspace is None else workspace

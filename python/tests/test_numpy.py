@@ -158,9 +158,11 @@ def test_decode_out_dtype_of_its_own(ctx, request, q_f16, o_f16):
     a bf16 q (issue 27: o follows q only when the plan allocates it)."""
     seed, rng = seeded(request)
     p = make_decode(rng, fmt="fp8_e5m2", q_f16=q_f16)
-    o, lse, _ = run_decode(ctx, p, "fp8_e5m2", o_f16=o_f16)
+    o, lse, plan = run_decode(ctx, p, "fp8_e5m2", o_f16=o_f16)
     assert o.dtype == (np.float16 if o_f16 else np.uint16)
     check_decode(o, lse, p, "fp8_e5m2", seed, 1 / np.sqrt(128))
+    o2, lse2 = plan.run()  # allocated in the dtype of the out given at planning
+    assert o2.dtype == o.dtype and (o2.view(np.uint16) == o.view(np.uint16)).all()
 
 
 def test_decode_options(ctx, request):

@@ -47,7 +47,10 @@ def gen(seed, device="cuda"):
 
 
 def fp8_values(codes, fmt):
-    """float64 values of uint8 fp8 codes (spec 1), on the codes' device."""
+    """float64 values of fp8 codes (spec 1; uint8, or a torch fp8 dtype read
+    as its bytes), on the codes' device."""
+    if codes.dtype != torch.uint8:
+        codes = codes.view(torch.uint8)
     t = torch.tensor(fp8_table(fmt), dtype=torch.float64, device=codes.device)
     return t[codes.long()]
 
@@ -55,21 +58,24 @@ def fp8_values(codes, fmt):
 def random_codes(shape, fmt, g):
     """uint8 codes of finite fp8 values, magnitudes up to a few units."""
     c = torch.randint(0, 256, shape, generator=g, device=g.device, dtype=torch.int32)
+    if fmt == "fp8_e5m2":
+        return (c & 0xBF).to(torch.uint8)  # exponent field <= 15: |x| < 2, no inf / NaN
     c = c & 0xB7  # exponent field <= 7: |x| < 2 (fn) or 1 (fnuz), no fn NaN code
     c = torch.where(c == 0x80, torch.zeros_like(c), c)  # -0 in fn is the fnuz NaN
     return c.to(torch.uint8)
 
 
 def make_paged(seed, B=4, R=1, Hq=32, Hkv=8, D=128, P=16, n_blocks=64, max_len=300,
-               fmt="fp8_e4m3fn", device="cuda"):
-    """vLLM's layout: caches [num_blocks, block_size, Hkv, D] as uint8 fp8
-    codes, scales [num_blocks, block_size, Hkv] f32, a block table
-    [B, max_blocks] int32 and context lengths [B]."""
+               fmt="fp8_e4m3fn", device="cuda", Dv=None, q_dtype=torch.bfloat16):
+    """vLLM's layout: caches [num_blocks, block_size, Hkv, D] (V: Dv) as uint8
+    fp8 codes, scales [num_blocks, block_size, Hkv] f32, a block table
+    [B, max_blocks] int32 and context lengths [B]; q in q_dtype."""
     g = gen(seed, device)
+    Dv = D if Dv is None else Dv
     max_blocks = (max_len + P - 1) // P
     n_blocks = max(n_blocks, B * max_blocks + 4)
     kc = random_codes((n_blocks, P, Hkv, D), fmt, g)
-    vc = random_codes((n_blocks, P, Hkv, D), fmt, g)
+    vc = random_codes((n_blocks, P, Hkv, Dv), fmt, g)
     ks = torch.rand((n_blocks, P, Hkv), generator=g, device=device) * 0.02 + 0.01
     # V of order 1 (codes below 2 times 0.75-1.25), so outputs, means of
     # many V rows, stay far above the 2e-3 absolute tolerance: a kernel
@@ -78,7 +84,7 @@ def make_paged(seed, B=4, R=1, Hq=32, Hkv=8, D=128, P=16, n_blocks=64, max_len=3
     table = torch.randperm(n_blocks, generator=g, device=device)[:B * max_blocks]
     table = table.to(torch.int32).reshape(B, max_blocks)
     lens = torch.randint(R, max_len + 1, (B,), generator=g, device=device, dtype=torch.int32)
-    q = torch.randn((B, R, Hq, D), generator=g, device=device).to(torch.bfloat16)
+    q = torch.randn((B, R, Hq, D), generator=g, device=device).to(q_dtype)
     return dict(q=q, k_cache=kc, v_cache=vc, k_scale=ks, v_scale=vs, block_table=table,
                 lens=lens, page_size=P, max_len=max_len, fmt=fmt)
 
@@ -100,7 +106,7 @@ def decode_ref64(p, q=None):
     kf, vf = kf.flatten(0, 1), vf.flatten(0, 1)  # [slots, Hkv, D]
     B, R, Hq, D = q.shape
     G = Hq // kf.shape[1]
-    out = torch.zeros((B, R, Hq, D), dtype=torch.float64, device=q.device)
+    out = torch.zeros((B, R, Hq, vf.shape[-1]), dtype=torch.float64, device=q.device)
     for b in range(B):
         L = int(p["lens"][b])
         pos = torch.arange(L, device=q.device)
@@ -450,6 +456,77 @@ def test_cpu_decode_in_place(cpu, fmt):
     assert o2.device.type == "cpu" and o2.dtype == torch.bfloat16 and torch.equal(o2, out)
 
 
+# ---- issue 27: f16 q and o, e5m2 caches, head dims 80/96/192, Dv != D ----
+@pytest.mark.parametrize("q_dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("fmt,torch_fp8", [("fp8_e5m2", True), ("fp8_e5m2", False),
+                                           ("fp8_e4m3fn", False)])
+@pytest.mark.parametrize("D,Dv", [(128, 128), (96, 96), (80, 80), (192, 128), (64, 128)])
+def test_decode_f16_e5m2_head_dims(tdev, q_dtype, fmt, torch_fp8, D, Dv):
+    """f16 or bf16 q over fn or e5m2 caches (torch.float8_e5m2 tensors, or
+    uint8 codes with kv_format="fp8_e5m2") of head dims D / Dv: the output
+    the plan allocates has q's dtype and matches the float64 reference; a
+    caller's o of the other dtype (given at planning) is written in its own."""
+    dev, ctx = tdev
+    qdt = getattr(torch, q_dtype)
+    p = make_paged(41, B=3, R=2, Hq=8, Hkv=2, D=D, Dv=Dv, max_len=200, fmt=fmt, device=dev,
+                   q_dtype=qdt)
+    kc, vc, kw = p["k_cache"], p["v_cache"], dict(kv_format=fmt)
+    if torch_fp8:
+        kc, vc, kw = kc.view(torch.float8_e5m2), vc.view(torch.float8_e5m2), {}
+    indptr, indices = paging_of(p["block_table"])
+    plan = ctx.decode_plan(p["q"], kc, vc, indptr, indices, p["lens"], k_scale=p["k_scale"],
+                           v_scale=p["v_scale"], page_size=16, max_kv_len=p["max_len"], **kw)
+    out = plan.run(p["q"])
+    assert out.dtype == qdt and out.shape == (3, 2, 8, Dv) and out.device.type == dev
+    ref = decode_ref64(p)
+    what = "%s q, %s cache, D %d Dv %d" % (q_dtype, fmt, D, Dv)
+    assert_decode_close(out, ref, what)
+    # o of the other dtype, given at planning (a plan is made for o's dtype)
+    other = torch.bfloat16 if qdt == torch.float16 else torch.float16
+    o2 = torch.full(out.shape, float("nan"), dtype=other, device=dev)
+    plan2 = ctx.decode_plan(p["q"], kc, vc, indptr, indices, p["lens"], k_scale=p["k_scale"],
+                            v_scale=p["v_scale"], page_size=16, max_kv_len=p["max_len"], out=o2,
+                            **kw)
+    assert plan2.run(p["q"], out=o2) is o2
+    assert_decode_close(o2, ref, what + ", o " + str(other))
+    o3 = plan2.run(p["q"])  # allocated in the dtype of the out it was planned with
+    assert o3.dtype == other and torch.equal(o3, o2)
+
+
+@pytest.mark.parametrize("src", ["bfloat16", "float16"])
+@pytest.mark.parametrize("D,Dv", [(128, 128), (192, 128)])
+def test_kv_store_e5m2_matches_torch_cast(tdev, src, D, Dv):
+    """KV store from bf16 or f16 tokens into torch.float8_e5m2 caches: scale =
+    amax / 57344 per token and head, code = torch's own round-to-nearest-even
+    cast of x / scale (an independent encoder), skipped slots (-1) untouched."""
+    dev, ctx = tdev
+    g = gen(42, dev)
+    T, Hkv, n_blocks, P = 11, 4, 6, 16
+    sdt = getattr(torch, src)
+    k_new = (torch.randn((T, Hkv, D), generator=g, device=dev) * 4).to(sdt)
+    v_new = torch.randn((T, Hkv, Dv), generator=g, device=dev).to(sdt)
+    slots = torch.randperm(n_blocks * P, generator=g, device=dev)[:T].to(torch.int32)
+    slots[4] = -1
+    kc = torch.zeros((n_blocks, P, Hkv, D), dtype=torch.uint8, device=dev).view(torch.float8_e5m2)
+    vc = torch.zeros((n_blocks, P, Hkv, Dv), dtype=torch.uint8, device=dev).view(torch.float8_e5m2)
+    ks, vs = torch.zeros((n_blocks, P, Hkv), device=dev), torch.zeros((n_blocks, P, Hkv), device=dev)
+    ctx.kv_store(k_new, v_new, slots, kc, vc, ks, vs)
+    if dev == "cuda":
+        torch.cuda.synchronize()
+    for new, c, sc in ((k_new, kc, ks), (v_new, vc, vs)):
+        flat_c, flat_s = c.view(torch.uint8).view(-1, Hkv, new.shape[-1]), sc.view(-1, Hkv)
+        for t in range(T):
+            if slots[t] < 0:
+                continue
+            x = new[t].float()
+            scale = x.abs().amax(-1) / 57344.0
+            assert torch.equal(flat_s[slots[t]], scale), "scale of token %d" % t
+            want = (x / scale[:, None]).to(torch.float8_e5m2).view(torch.uint8)
+            assert torch.equal(flat_c[slots[t]], want), "codes of token %d" % t
+    assert int((ks > 0).sum()) == (T - 1) * Hkv
+    assert int((kc.view(torch.uint8) != 0).sum()) > (T - 1) * Hkv * D // 2
+
+
 def test_cpu_kv_store_matches_torch_fp8_cast(cpu):
     """KV store on CPU tensors: scale = amax / 448 per token and head, code =
     torch's own round-to-nearest-even cast of x / scale (an independent
@@ -534,17 +611,40 @@ def _op_args(dev, ctx):
                                 k_format="fp8_e4m3fn")
     mout = torch.empty((S, 256), device=dev)[:, :Skv]
     mqa = (q8, k8, ksc, w, ks, ke, mout, mplan.workspace, mplan.id, 0)
-    return {"decode": (decode, plan), "kv_store": (kv, None), "mqa_logits": (mqa, mplan)}
+    # issue 27: f16 q and o over an e5m2 cache of D 192, Dv 128; a KV store of
+    # f16 tokens into e5m2 caches of the same head dims
+    p16 = make_paged(37, Hq=8, Hkv=2, D=192, Dv=128, fmt="fp8_e5m2", device=dev,
+                     q_dtype=torch.float16)
+    plan16 = plan_for(ctx, p16)
+    indptr16, indices16 = paging_of(p16["block_table"])
+    out16 = torch.empty((4, 1, 8, 128), dtype=torch.float16, device=dev)
+    decode16 = (p16["q"], p16["k_cache"], p16["v_cache"], p16["k_scale"], p16["v_scale"],
+                indptr16, indices16, p16["lens"], None, out16, None, plan16.workspace, plan16.id, 0)
+    kv16 = (torch.randn((T, 2, 192), generator=g, device=dev).to(torch.float16),
+            torch.randn((T, 2, 128), generator=g, device=dev).to(torch.float16),
+            torch.arange(3, 3 + T, dtype=torch.int32, device=dev),
+            torch.zeros((4, 16, 2, 192), dtype=torch.uint8, device=dev),
+            torch.zeros((4, 16, 2, 128), dtype=torch.uint8, device=dev),
+            torch.zeros((4, 16, 2), device=dev), torch.zeros((4, 16, 2), device=dev),
+            ctx.id, "fp8_e5m2", 0)
+    return {"decode": (decode, plan), "kv_store": (kv, None), "mqa_logits": (mqa, mplan),
+            "decode_f16_e5m2": (decode16, plan16), "kv_store_f16_e5m2": (kv16, None)}
 
 
-@pytest.mark.parametrize("op", ["decode", "kv_store", "mqa_logits"])
+def _op_of(key):
+    """The custom op of an _op_args key ("decode_f16_e5m2" is decode's)."""
+    return getattr(torch.ops.qattn, key.replace("_f16_e5m2", ""))
+
+
+@pytest.mark.parametrize("op", ["decode", "kv_store", "mqa_logits", "decode_f16_e5m2",
+                                "kv_store_f16_e5m2"])
 def test_opcheck_each_op(tdev, op):
     """torch.library.opcheck with every check it has: the schema (mutated
     arguments declared), autograd registration, the fake implementation
     against the real one, and AOT dispatch (static and dynamic shapes)."""
     dev, ctx = tdev
     args, keep = _op_args(dev, ctx)[op]
-    torch.library.opcheck(getattr(torch.ops.qattn, op).default, args)
+    torch.library.opcheck(_op_of(op).default, args)
 
 
 def test_fake_implementations(tdev):
@@ -557,7 +657,7 @@ def test_fake_implementations(tdev):
     for op, (args, keep) in calls.items():
         fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
         with mode:
-            assert getattr(torch.ops.qattn, op)(*fake) is None
+            assert _op_of(op)(*fake) is None
     # the real tensors are untouched: the decode output is still empty memory
     # (NaN-filled here so a write would show)
     args, plan = calls["decode"]
@@ -593,3 +693,29 @@ def test_cpu_torch_compile_fullgraph(cpu, backend):
                         "cpu torch.compile %s, new q" % backend)
     print("torch.compile(fullgraph=True, backend=%r) ran on CPU tensors (torch %s)" %
           (backend, torch.__version__))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_cpu_torch_compile_f16_e5m2(cpu, backend):
+    """The same with f16 q and tokens, torch.float8_e5m2 caches and Dv != D:
+    the output traced through the custom op (allocated by plan.run in q's
+    dtype) is f16 and matches the float64 reference."""
+    torch._dynamo.reset()
+    p = cpu_paged(38, Hq=8, Hkv=2, D=192, Dv=128, fmt="fp8_e5m2", q_dtype=torch.float16)
+    kc, vc = p["k_cache"].view(torch.float8_e5m2), p["v_cache"].view(torch.float8_e5m2)
+    indptr, indices = paging_of(p["block_table"])
+    plan = cpu.decode_plan(p["q"], kc, vc, indptr, indices, p["lens"], k_scale=p["k_scale"],
+                           v_scale=p["v_scale"], page_size=16, max_kv_len=p["max_len"])
+    slot = torch.tensor([5], dtype=torch.int32)  # a slot no request reads
+
+    def step(q, k_new, v_new):
+        cpu.kv_store(k_new * 1.0, v_new, slot, kc, vc, p["k_scale"], p["v_scale"])
+        return plan.run(q * 1.0)
+
+    compiled = torch.compile(step, fullgraph=True, backend=backend)
+    k_new = torch.randn((1, 2, 192)).to(torch.float16)
+    v_new = torch.randn((1, 2, 128)).to(torch.float16)
+    got = compiled(p["q"], k_new, v_new)
+    assert got.dtype == torch.float16 and got.shape == (4, 1, 8, 128)
+    assert_decode_close(got, decode_ref64(p), "cpu torch.compile f16/e5m2 " + backend)
+    assert kc.view(torch.uint8)[0, 5].any(), "the compiled KV store wrote nothing"
