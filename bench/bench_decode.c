@@ -1,6 +1,7 @@
 /* Decode attention preset: a paged cache of `keys` tokens per request,
- * random pages, fp8/int8/bf16 codes with per-token-head scales. Verifies the
- * first and last request against the cpu reference, then times the plan. */
+ * random pages, fp8/int8/bf16 codes with per-token-head scales, q and o in
+ * bf16 or f16. Verifies the first and last request against the cpu
+ * reference, then times the plan. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -65,7 +66,7 @@ static uint32_t words_sum(const void *p, size_t bytes) {
 
 /* What qattn_decode_read adds to its sum (qattn/experimental.h) for this
  * preset's dense cache: K and V row words, scale bits of every visible key
- * of every request and kv head, and q's bf16 elements. */
+ * of every request and kv head, and q's 16-bit elements. */
 static uint32_t pattern_sum(const bench_preset *p, const uint16_t *q, const void *kc, const void *vc,
                             const float *ks, const float *vs, const int32_t *pages) {
     const int B = p->batch, R = p->rows, Hkv = p->kv_heads, D = p->head_dim, L = p->keys, P = p->page_size;
@@ -146,7 +147,7 @@ static int reference(const decode_launch *l, const void *q, const void *kc, cons
     qattn_buffer_wrap(cpu, ln, nreq * 4, &bln);
     qattn_buffer_wrap(cpu, pg, (size_t)nreq * pages_per_req * 4, &bpg);
     qattn_buffer_wrap(cpu, o_ref, nreq * qrow * 2, &bo);
-    r.q = qattn_tensor_contiguous(bq, 0, QATTN_BF16, 4, (int64_t[]){nreq, R, Hq, D});
+    r.q = qattn_tensor_contiguous(bq, 0, a->q.dtype, 4, (int64_t[]){nreq, R, Hq, D});
     r.k_cache.buffer = bkc;
     r.v_cache.buffer = bvc;
     r.k_scale.buffer = bks;
@@ -154,7 +155,7 @@ static int reference(const decode_launch *l, const void *q, const void *kc, cons
     r.kv_indptr = qattn_tensor_contiguous(bip, 0, QATTN_I32, 1, (int64_t[]){nreq + 1});
     r.kv_lens = qattn_tensor_contiguous(bln, 0, QATTN_I32, 1, (int64_t[]){nreq});
     r.kv_indices = qattn_tensor_contiguous(bpg, 0, QATTN_I32, 1, (int64_t[]){(int64_t)nreq * pages_per_req});
-    r.o = qattn_tensor_contiguous(bo, 0, QATTN_BF16, 4, (int64_t[]){nreq, R, Hq, D});
+    r.o = qattn_tensor_contiguous(bo, 0, a->o.dtype, 4, (int64_t[]){nreq, R, Hq, D});
     r.lse.buffer = NULL;
     /* The reference ignores plans; pinning the simt variant keeps a
      * QATTN_DECODE_VARIANT meant for the measured backend from reaching it. */
@@ -218,6 +219,7 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
     const size_t n_slots = (size_t)B * ppr * P, es = qattn_dtype_size(p->kv_dtype);
     const size_t kv_bytes = n_slots * Hkv * D * es, qn = (size_t)B * R * Hq * D;
     const int scaled = p->kv_dtype != QATTN_BF16;
+    const qattn_dtype qdt = p->q_dtype == QATTN_F16 ? QATTN_F16 : QATTN_BF16; /* q's and o's */
     qt_rng rng = qt_rng_for(p->name);
     rng.state ^= cfg->seed;
     uint16_t *q = malloc(qn * 2), *o = malloc(qn * 2);
@@ -225,6 +227,8 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
     float *ks = scaled ? malloc(n_slots * Hkv * 4) : NULL, *vs = scaled ? malloc(n_slots * Hkv * 4) : NULL;
     int32_t *pages = malloc((size_t)B * ppr * 4), *indptr = malloc((B + 1) * 4), *lens = malloc(B * 4);
     qt_fill_bf16(&rng, q, qn, 1.0f);
+    if (qdt == QATTN_F16) /* the same values (bf16's 8 bits fit f16's 11 at these magnitudes) */
+        for (size_t i = 0; i < qn; ++i) q[i] = qattn_f32_to_f16(qattn_bf16_to_f32(q[i]));
     size_t nkv = n_slots * Hkv * D;
     fill_codes(&rng, kc, nkv, p->kv_dtype);
     fill_codes(&rng, vc, nkv, p->kv_dtype);
@@ -260,7 +264,7 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
         !(bufs[6] = bench_upload(ctx, pages, (size_t)B * ppr * 4, res)) ||
         !(bufs[7] = bench_upload(ctx, lens, B * 4, res)) || !(bufs[8] = bench_upload(ctx, NULL, qn * 2, res)))
         goto done;
-    a->q = qattn_tensor_contiguous(bufs[0], 0, QATTN_BF16, 4, (int64_t[]){B, R, Hq, D});
+    a->q = qattn_tensor_contiguous(bufs[0], 0, qdt, 4, (int64_t[]){B, R, Hq, D});
     a->k_cache = qattn_tensor_contiguous(bufs[1], 0, kd, 3, (int64_t[]){(int64_t)n_slots, Hkv, D});
     a->v_cache = qattn_tensor_contiguous(bufs[2], 0, kd, 3, (int64_t[]){(int64_t)n_slots, Hkv, D});
     if (scaled) {
@@ -270,7 +274,7 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
     a->kv_indptr = qattn_tensor_contiguous(bufs[5], 0, QATTN_I32, 1, (int64_t[]){B + 1});
     a->kv_indices = qattn_tensor_contiguous(bufs[6], 0, QATTN_I32, 1, (int64_t[]){(int64_t)B * ppr});
     a->kv_lens = qattn_tensor_contiguous(bufs[7], 0, QATTN_I32, 1, (int64_t[]){B});
-    a->o = qattn_tensor_contiguous(bufs[8], 0, QATTN_BF16, 4, (int64_t[]){B, R, Hq, D});
+    a->o = qattn_tensor_contiguous(bufs[8], 0, qdt, 4, (int64_t[]){B, R, Hq, D});
     a->page_size = P;
     a->max_kv_len = L;
     a->sm_scale = 1.0f / sqrtf((float)D);
@@ -316,8 +320,9 @@ int bench_decode(qattn_context *ctx, const bench_preset *p, const bench_config *
         res->worst_ratio = 0;
         for (int i = 0; i < job.nreq; ++i)
             for (size_t e = 0; e < qrow; ++e) {
-                double got = qattn_bf16_to_f32(o[(size_t)job.reqs[i] * qrow + e]);
-                double ref = qattn_bf16_to_f32(job.oref[(size_t)i * qrow + e]);
+                const uint16_t gb = o[(size_t)job.reqs[i] * qrow + e], rb = job.oref[(size_t)i * qrow + e];
+                double got = qdt == QATTN_F16 ? qattn_f16_to_f32(gb) : qattn_bf16_to_f32(gb);
+                double ref = qdt == QATTN_F16 ? qattn_f16_to_f32(rb) : qattn_bf16_to_f32(rb);
                 double ratio = fabs(got - ref) / qt_tol_decode_o_bound(ref);
                 if (!qt_tol_decode_o(got, ref)) res->verified = 0;
                 if (ratio > res->worst_ratio || isnan(ratio)) res->worst_ratio = ratio;

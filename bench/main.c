@@ -113,9 +113,9 @@ static void json_result(FILE *f, const bench_preset *p, const qattn_device_caps 
                 p->S_kv, p->heads, p->mqa_dim, qattn_dtype_name(p->kv_dtype));
     else
         fprintf(f, "\"shape\": {\"B\": %d, \"R\": %d, \"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"dtype\": \"%s\", "
-                   "\"keys\": %d, \"page\": %d, \"splits\": %d, \"window\": %d, \"softcap\": %g}, ",
+                   "\"keys\": %d, \"page\": %d, \"splits\": %d, \"window\": %d, \"softcap\": %g, \"q\": \"%s\"}, ",
                 p->batch, p->rows, p->q_heads, p->kv_heads, p->head_dim, qattn_dtype_name(p->kv_dtype), p->keys,
-                p->page_size, p->splits, p->window, (double)p->softcap);
+                p->page_size, p->splits, p->window, (double)p->softcap, p->q_dtype == QATTN_F16 ? "f16" : "bf16");
     fprintf(f, "\"samples_us\": [");
     for (int i = 0; i < r->n_samples; ++i) fprintf(f, "%s%.3f", i ? ", " : "", r->samples_us[i]);
     fprintf(f, "]}");

@@ -69,12 +69,12 @@ PEERS = {
     "decode_b16_gqa8_32k": 284,
 }
 
-CODE_BYTES = {"bf16": 2, "i8": 1, "fp8_e4m3fn": 1, "fp8_e4m3fnuz": 1}
+CODE_BYTES = {"bf16": 2, "i8": 1, "fp8_e4m3fn": 1, "fp8_e4m3fnuz": 1, "fp8_e5m2": 1}
 
 
 def decode_bytes(s):
     """K and V codes and their f32 scales of every key some row sees, once;
-    q read and o written once (bf16). Twin of bench_decode_bytes."""
+    q read and o written once (bf16 or f16: 2 bytes). Twin of bench_decode_bytes."""
     scales = 0 if s["dtype"] == "bf16" else 8
     visible = s["keys"]
     if s.get("window", 0) > 0 and s["window"] + s["R"] < s["keys"]:
@@ -290,7 +290,8 @@ def main():
                 continue
             s = r.get("shape", {})
             shape = (f"B{s.get('B')} R{s.get('R')} Hq{s.get('Hq')} Hkv{s.get('Hkv')} D{s.get('D')} "
-                     f"{s.get('dtype')} {s.get('keys')} keys P{s.get('page')}") if s else "-"
+                     f"{s.get('dtype')} {s.get('keys')} keys P{s.get('page')}"
+                     f"{' q f16' if s.get('q') == 'f16' else ''}") if s else "-"
             print(f"| {r['preset']} | {shape} | {r['variant']} | {r['splits']} | {r['median_us']:.2f} "
                   f"({r['min_us']:.2f}-{r['max_us']:.2f}) | {gbps(r['bytes'], r['median_us']):.4g} | "
                   f"{'matched' if r['verified'] else 'MISMATCH'} |")

@@ -24,6 +24,10 @@ const bench_preset BENCH_PRESETS[] = {
     {"decode_b16_gqa4_32k_r4", BENCH_DECODE, 0, 16, 4, 32, 8, 128, 32768, 16, FN, 0, 0, 0, 0},
     {"decode_b16_gqa4_32k_d64", BENCH_DECODE, 0, 16, 1, 32, 8, 64, 32768, 16, FN, 0, 0, 0, 0},
     {"decode_b16_gqa4_32k_d256", BENCH_DECODE, 0, 16, 1, 32, 8, 256, 32768, 16, FN, 0, 0, 0, 0},
+    /* issue 27: a head dim between the compiled-in ones, and f16 q and o */
+    {"decode_b16_gqa4_32k_d96", BENCH_DECODE, 0, 16, 1, 32, 8, 96, 32768, 16, FN, 0, 0, 0, 0},
+    {"decode_b16_gqa4_32k_qf16", BENCH_DECODE, 0, 16, 1, 32, 8, 128, 32768, 16, FN, 0, 0, 0, 0, 0, 0, 0.0f,
+     QATTN_F16},
     /* seeds: MQA logits D128 */
     {"mqa_1024x131072_h64", BENCH_MQA_LOGITS, 0, 0, 0, 0, 0, 0, 0, 0, FN, 1024, 131072, 64, 128},
     {"mqa_1024x131072_h32", BENCH_MQA_LOGITS, 0, 0, 0, 0, 0, 0, 0, 0, FN, 1024, 131072, 32, 128},
@@ -79,7 +83,8 @@ void bench_preset_describe(const bench_preset *p, char *out, size_t n) {
         if (k > 0 && (size_t)k < n && p->splits) k += snprintf(out + k, n - (size_t)k, " splits %d", p->splits);
         if (k > 0 && (size_t)k < n && p->window) k += snprintf(out + k, n - (size_t)k, " window %d", p->window);
         if (k > 0 && (size_t)k < n && p->softcap != 0.0f)
-            snprintf(out + k, n - (size_t)k, " softcap %g", (double)p->softcap);
+            k += snprintf(out + k, n - (size_t)k, " softcap %g", (double)p->softcap);
+        if (k > 0 && (size_t)k < n && p->q_dtype == QATTN_F16) snprintf(out + k, n - (size_t)k, " q f16");
         break;
     }
     case BENCH_KV_STORE:
@@ -109,6 +114,7 @@ static qattn_dtype parse_dtype(const char *v) {
     static const struct { const char *name; qattn_dtype t; } T[] = {
         {"fp8", QATTN_FP8_E4M3FN},   {"fp8_e4m3fn", QATTN_FP8_E4M3FN}, {"fn", QATTN_FP8_E4M3FN},
         {"fp8_e4m3fnuz", QATTN_FP8_E4M3FNUZ}, {"fnuz", QATTN_FP8_E4M3FNUZ},
+        {"fp8_e5m2", QATTN_FP8_E5M2},     {"e5m2", QATTN_FP8_E5M2},
         {"int8", QATTN_I8},          {"i8", QATTN_I8},                 {"bf16", QATTN_BF16},
     };
     for (size_t i = 0; i < sizeof T / sizeof T[0]; ++i)
@@ -151,13 +157,17 @@ int bench_parse_shape(const char *spec, bench_preset *p, char *err, size_t n) {
         } else if (!strcmp(k, "dtype")) {
             p->kv_dtype = parse_dtype(v);
             bad = p->kv_dtype == QATTN_DTYPE_INVALID;
+        } else if (!strcmp(k, "q")) {
+            p->q_dtype = !strcmp(v, "f16") ? QATTN_F16 : !strcmp(v, "bf16") ? QATTN_BF16 : QATTN_DTYPE_INVALID;
+            bad = p->q_dtype == QATTN_DTYPE_INVALID;
         } else {
-            snprintf(err, n, "--shape: unknown key \"%s\" (B R Hq Hkv D dtype keys page splits window softcap)", k);
+            snprintf(err, n, "--shape: unknown key \"%s\" (B R Hq Hkv D dtype keys page splits window softcap q)",
+                     k);
             return -1;
         }
         if (bad) {
             snprintf(err, n, "--shape: bad value \"%s\" for %s (integers >= 1; softcap > 0; dtype "
-                             "fp8_e4m3fn, fp8_e4m3fnuz, int8 or bf16)", v, k);
+                             "fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2, int8 or bf16; q bf16 or f16)", v, k);
             return -1;
         }
     }

@@ -26,6 +26,7 @@ typedef struct bench_preset {
     int splits;          /* num_splits pinned in the plan options */
     int window;          /* window_left >= 1; 0: no window */
     float softcap;       /* logit_softcap */
+    qattn_dtype q_dtype; /* decode's q and o: QATTN_F16, else (0) bf16 */
 } bench_preset;
 
 extern const bench_preset BENCH_PRESETS[];
@@ -44,7 +45,7 @@ double bench_decode_bytes(const bench_preset *p);
 void bench_preset_describe(const bench_preset *p, char *out, size_t n);
 
 /* Parses a --shape value "B=16,R=1,Hq=32,Hkv=8,D=128,dtype=fp8_e4m3fn,
- * keys=32768,page=16[,splits=N][,window=W][,softcap=C]" into a decode
+ * keys=32768,page=16[,splits=N][,window=W][,softcap=C][,q=f16]" into a decode
  * preset (fields not given keep the defaults of decode_b1_gqa4_8k). Returns
  * 0, or -1 with the reason in err. */
 int bench_parse_shape(const char *spec, bench_preset *p, char *err, size_t n);

@@ -5,7 +5,8 @@ same device session as qattn-bench (docs/perf.md puts them side by side).
 - copy bandwidth: device-to-device copy of 1 GiB (read + write bytes / time)
 - decode presets: torch SDPA over the same cache dequantized to bf16,
   contiguous [B, Hkv, L, D], GQA through enable_gqa (q [B, Hq, R, D], no
-  mask; for qattn's int8 and bf16 cache presets torch still reads bf16),
+  mask; for qattn's int8 and bf16 cache presets torch still reads bf16; for
+  the f16-q preset, _qf16, q and the cache are f16),
   timed as engines run decode: each call captured in a CUDA graph and the
   graph replayed (median_us; device time between events around one replay,
   as qattn-bench's device timer), and also eagerly (eager_us)
@@ -38,6 +39,9 @@ DECODE = [  # name, B, R, Hq, Hkv, D, L (the qattn-bench presets of the same nam
     ("decode_b16_gqa4_32k_r4", 16, 4, 32, 8, 128, 32768),
     ("decode_b16_gqa4_32k_d64", 16, 1, 32, 8, 64, 32768),
     ("decode_b16_gqa4_32k_d256", 16, 1, 32, 8, 256, 32768),
+    ("decode_b16_gqa4_32k_d96", 16, 1, 32, 8, 96, 32768),
+    # f16 q and o: an f16 model's SDPA runs over an f16 cache
+    ("decode_b16_gqa4_32k_qf16", 16, 1, 32, 8, 128, 32768),
 ]
 MQA = [  # name, S, S_kv, H, D
     ("mqa_1024x131072_h64", 1024, 131072, 64, 128),
@@ -112,15 +116,16 @@ def copy_bandwidth(iters):
 
 def decode(name, B, R, Hq, Hkv, D, L, iters):
     g = torch.Generator(device="cuda").manual_seed(1)
+    dt = torch.float16 if name.endswith("_qf16") else torch.bfloat16
     # R query rows attend to all L keys (no mask): the causal offset of the
     # last R - 1 keys changes a few keys out of thousands, not the time.
-    q = torch.randn(B, Hq, R, D, device="cuda", dtype=torch.bfloat16, generator=g)
+    q = torch.randn(B, Hq, R, D, device="cuda", dtype=dt, generator=g)
     # Rotate among copies of a cache smaller than the L2, as qattn-bench does,
     # so repeated runs read memory rather than a warm cache.
     nbytes = 2 * B * Hkv * L * D * 2
     copies = min(8, (256 << 20) // nbytes + 1)
-    kv = [(torch.randn(B, Hkv, L, D, device="cuda", dtype=torch.bfloat16, generator=g),
-           torch.randn(B, Hkv, L, D, device="cuda", dtype=torch.bfloat16, generator=g)) for _ in range(copies)]
+    kv = [(torch.randn(B, Hkv, L, D, device="cuda", dtype=dt, generator=g),
+           torch.randn(B, Hkv, L, D, device="cuda", dtype=dt, generator=g)) for _ in range(copies)]
     state = {"i": 0}
 
     def fn():
@@ -131,7 +136,8 @@ def decode(name, B, R, Hq, Hkv, D, L, iters):
     eager, es = time_us(fn, iters)
     calls = [(lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)) for k, v in kv]
     med, s = graph_time_us(calls, iters)
-    return {"name": name, "what": "torch SDPA, bf16 cache, CUDA-graph replay", "median_us": med, "samples_us": s,
+    what = "torch SDPA, %s cache, CUDA-graph replay" % ("f16" if dt == torch.float16 else "bf16")
+    return {"name": name, "what": what, "median_us": med, "samples_us": s,
             "eager_us": eager, "eager_samples_us": es, "bytes": float(nbytes), "copies": copies}
 
 
