@@ -33,12 +33,10 @@ static inline void qh_caps_add_shape(qattn_device_caps *c, int m, int n, int k, 
 static inline void qh_target_caps(int target, qattn_device_caps *c) {
     c->features = QATTN_FEAT_SHADER_F16 | QATTN_FEAT_STORAGE_8BIT | QATTN_FEAT_STORAGE_16BIT |
                   QATTN_FEAT_BF16 | QATTN_FEAT_TIMESTAMPS | QATTN_FEAT_COOPMAT;
-    /* The register-resident decode knows its fragments from the ISA. The
-     * NVIDIA twin's regs kernels are built and run for AMD plans
-     * (tests/hip/hip_twin_plans.c), but the twin plans them only once they
-     * have passed on the H200: its one run there (docs/runs/h200-s6-7) was
-     * refused for a shared-memory mismatch since fixed, not yet rerun. */
-    if (target & QH_T_REGS & ~QH_T_NV) c->features |= QATTN_FEAT_FRAGMENT_LAYOUT;
+    /* The register-resident decode knows its fragments from the ISA (the
+     * twin's mma.sync fragments are fixed by PTX; on the H200 its regs
+     * kernels pass parity: docs/runs/h200-s7-1). */
+    if (target & QH_T_REGS) c->features |= QATTN_FEAT_FRAGMENT_LAYOUT;
     c->n_matrix_shapes = 0;
     if (target == QH_T_GFX942) /* MQA staged (MFMA fp8) */
         qh_caps_add_shape(c, 16, 16, 32, QATTN_FP8_E4M3FNUZ, QATTN_F32);

@@ -219,7 +219,7 @@ int main(void) {
                                             }
                                             /* AUTO on these targets: regs for 8-bit caches of
                                              * D 64 and 128 where the target reports
-                                             * QATTN_FEAT_FRAGMENT_LAYOUT (not the twin yet),
+                                             * QATTN_FEAT_FRAGMENT_LAYOUT (all three do),
                                              * matrix for the rest of them, simt for bf16 */
                                             if (pins[pi] == QATTN_DECODE_AUTO) {
                                                 EXPECT((p.variant == QATTN_DECODE_REGS) == regs_fits);
@@ -232,16 +232,11 @@ int main(void) {
         const qattn_decode_args args = args_of(1, 1, 32, 8, 128, 4099, QATTN_FP8_E4M3FN);
         qattn_decode_plan p0, p;
         char err[256];
-        /* (the twin does not report its layout yet: its regs kernels are
-         * checked with the bit set here) */
-        qattn_device_caps rc = t.caps;
-        rc.features |= QATTN_FEAT_FRAGMENT_LAYOUT;
-        if (qattn_decode_plan_compute(&rc, &args, NULL, &p0, err, sizeof err) != QATTN_OK) {
+        if (qattn_decode_plan_compute(&t.caps, &args, NULL, &p0, err, sizeof err) != QATTN_OK) {
             printf("FAIL %s: no plan: %s\n", t.name, err);
             return 1;
         }
-        if (p0.variant != QATTN_DECODE_REGS ||
-            !(t.caps.features & QATTN_FEAT_FRAGMENT_LAYOUT) != (t.bit == QH_T_NV)) {
+        if (p0.variant != QATTN_DECODE_REGS || !(t.caps.features & QATTN_FEAT_FRAGMENT_LAYOUT)) {
             printf("FAIL %s: AUTO planned %s for an fp8 D 128 cache, not regs\n", t.name,
                    qattn_decode_variant_name(p0.variant));
             ++g_fail;
