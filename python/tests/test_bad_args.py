@@ -238,3 +238,39 @@ def test_output_over_input_refused_alike(fresh_ctx, cpu, request):
         assert np.array_equal(q, before), "%s: the refused call wrote its output" % ctx.backend
         msgs.append(message(e.value))
     assert msgs[1] == msgs[0], "%s answers %r, cpu %r" % (fresh_ctx.backend, msgs[1], msgs[0])
+
+
+# ---- issue 27: the library's rules for dtypes and head dims, named -------
+def test_new_axes_refusals_name_the_argument_and_rule(fresh_ctx, request):
+    """What issue 27 still refuses reaches Python as the library's message,
+    starting with the argument and stating the rule: q or out neither bf16
+    nor f16, head dims that are not multiples of 16 in [16, 256] (D 88, D
+    272, Dv 8), k_new and v_new of different dtypes."""
+    rng = rng_for(request)
+    p, args, kw = decode_setup(fresh_ctx, request)
+    cases = [
+        ("q: dtype f32 not allowed (expected bf16|f16)",
+         dict(args, q=p["q"].astype(np.float32)), {}),
+        ("o: dtype f32 not allowed (expected bf16|f16)",
+         args, dict(out=np.zeros(p["q"].shape, np.float32))),
+    ]
+    slots, hkv = p["k_cache"].shape[:2]
+    for what, d, dv in (("k_cache: head dim 88", 88, 88), ("k_cache: head dim 272", 272, 272),
+                        ("v_cache: head dim 8", 128, 8)):
+        k = np.zeros((slots, hkv, d), np.uint8)
+        v = np.zeros((slots, hkv, dv), np.uint8)
+        cases.append((what + " is not a multiple of 16 in [16, 256]",
+                      dict(args, q=np.zeros(p["q"].shape[:3] + (d,), np.float16), k_cache=k,
+                           v_cache=v), {}))
+    for want, a, extra in cases:
+        with pytest.raises(qattn.QattnError) as e:
+            fresh_ctx.decode_plan(**a, **dict(kw, **extra))
+        assert e.value.status_name in ("QATTN_ERR_DTYPE", "QATTN_ERR_SHAPE")
+        assert message(e.value).startswith(want), "want %r, got %r" % (want, message(e.value))
+    k_new, v_new, sm, kc, vc, ks, vs = make_store(rng, "fp8_e5m2", src="f16")
+    kc[...] = 0x11
+    with pytest.raises(qattn.QattnError) as e:  # f16 k_new, bf16 bits for v_new
+        fresh_ctx.kv_store(k_new, v_new.view(np.uint16), sm, kc, vc, ks, vs, kv_format="fp8_e5m2")
+    assert e.value.status_name == "QATTN_ERR_DTYPE"
+    assert message(e.value).startswith("v_new: dtype bf16 differs from k_new's f16")
+    assert (kc == 0x11).all() and (vc == 0).all(), "a refused KV store wrote the cache"
