@@ -11,8 +11,11 @@ to an op, or torch_ops.register(), registers them).
                              plan_id, stream) -> ()
 
 Each writes its outputs in place and returns nothing; the fake
-implementations do nothing, which is exactly their effect on shapes, so
-torch.compile(fullgraph=True) sees one opaque op per call. plan_id is
+implementations do nothing, which is exactly their effect on shapes and
+dtypes, so torch.compile(fullgraph=True) sees one opaque op per call.
+DecodePlan.run() allocates `out` (when not given) before calling the op, in
+the dtype the plan was made for (q's, f16 or bf16, unless out was given at
+planning), so a traced output follows q's dtype as an eager one does. plan_id is
 DecodePlan.id / MqaLogitsPlan.id and ctx_id is Context.id: plans are kept
 by the caller, as a captured graph keeps the plan's workspace address.
 stream 0 means torch's current stream. Plan.run() calls these ops while
