@@ -17,7 +17,9 @@
  * outside the written rows. Inputs mix ordinary values with rows that
  * stress the encoders: all-zero rows (scale 1), rows scaled to very small
  * and very large magnitudes (denormal scales, saturation), and values that
- * land on exact rounding ties after the division.
+ * land on exact rounding ties after the division. New tokens come in bf16
+ * or f16 (f16 rows reach f16's subnormals and its largest values), K and V
+ * rows may differ in length (D, Dv), and caches may be fp8 e5m2.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <inttypes.h>
@@ -40,29 +42,47 @@ typedef struct store_case {
     int layout;
     int full;
     int bad;
+    int Dv;          /* v rows; 0: D */
+    qattn_dtype sdt; /* k_new/v_new; 0 (INVALID): bf16 */
 } store_case;
 
+#define E5 QATTN_FP8_E5M2
+#define H16 QATTN_F16
+static int case_dv(const store_case *c) { return c->Dv ? c->Dv : c->D; }
+static qattn_dtype case_sdt(const store_case *c) { return c->sdt ? c->sdt : QATTN_BF16; }
+
 static const store_case CASES[] = {
-    {1, 1, 64, QATTN_BF16, L_TOK, 0, 0},           {7, 4, 128, QATTN_FP8_E4M3FN, L_TOK, 0, 0},
-    {33, 8, 128, QATTN_FP8_E4M3FNUZ, L_HEAD, 0, 0}, {9, 2, 256, QATTN_I8, L_PAD, 0, 0},
-    {16, 8, 64, QATTN_FP8_E4M3FN, L_PAD, 0, 0},    {5, 1, 256, QATTN_FP8_E4M3FNUZ, L_TOK, 0, 0},
-    {12, 3, 128, QATTN_I8, L_HEAD, 0, 0},          {20, 2, 256, QATTN_BF16, L_PAD, 0, 0},
-    {21, 4, 128, QATTN_FP8_E4M3FN, L_HND, 0, 0},   {13, 2, 64, QATTN_BF16, L_HND, 0, 0},
-    {19, 8, 128, QATTN_I8, L_KV1, 0, 0},           {11, 2, 256, QATTN_FP8_E4M3FNUZ, L_KV1, 0, 0},
+    {1, 1, 64, QATTN_BF16, L_TOK, 0, 0, 0, 0},           {7, 4, 128, QATTN_FP8_E4M3FN, L_TOK, 0, 0, 0, 0},
+    {33, 8, 128, QATTN_FP8_E4M3FNUZ, L_HEAD, 0, 0, 0, 0}, {9, 2, 256, QATTN_I8, L_PAD, 0, 0, 0, 0},
+    {16, 8, 64, QATTN_FP8_E4M3FN, L_PAD, 0, 0, 0, 0},    {5, 1, 256, QATTN_FP8_E4M3FNUZ, L_TOK, 0, 0, 0, 0},
+    {12, 3, 128, QATTN_I8, L_HEAD, 0, 0, 0, 0},          {20, 2, 256, QATTN_BF16, L_PAD, 0, 0, 0, 0},
+    {21, 4, 128, QATTN_FP8_E4M3FN, L_HND, 0, 0, 0, 0},   {13, 2, 64, QATTN_BF16, L_HND, 0, 0, 0, 0},
+    {19, 8, 128, QATTN_I8, L_KV1, 0, 0, 0, 0},           {11, 2, 256, QATTN_FP8_E4M3FNUZ, L_KV1, 0, 0, 0, 0},
     /* slots outside the cache: skipped, or refused under the index mode */
-    {12, 2, 128, QATTN_FP8_E4M3FN, L_TOK, 0, BAD_OOB}, {10, 3, 64, QATTN_BF16, L_HEAD, 0, BAD_OOB},
-    {14, 2, 64, QATTN_I8, L_HND, 0, BAD_OOB},       {9, 4, 128, QATTN_FP8_E4M3FNUZ, L_KV1, 0, BAD_OOB},
-    {8, 2, 128, QATTN_FP8_E4M3FN, L_PAD, 0, BAD_CHECKED}, {8, 2, 64, QATTN_BF16, L_KV1, 0, BAD_CHECKED},
-    {64, 8, 256, QATTN_FP8_E4M3FN, L_HEAD, 1, 0},  {128, 4, 128, QATTN_I8, L_TOK, 1, 0},
-    {96, 8, 64, QATTN_FP8_E4M3FNUZ, L_PAD, 1, 0},  {40, 8, 128, QATTN_BF16, L_HEAD, 1, 0},
-    {70, 8, 128, QATTN_FP8_E4M3FN, L_HND, 1, 0},   {50, 4, 128, QATTN_I8, L_KV1, 1, 0},
+    {12, 2, 128, QATTN_FP8_E4M3FN, L_TOK, 0, BAD_OOB, 0, 0}, {10, 3, 64, QATTN_BF16, L_HEAD, 0, BAD_OOB, 0, 0},
+    {14, 2, 64, QATTN_I8, L_HND, 0, BAD_OOB, 0, 0},       {9, 4, 128, QATTN_FP8_E4M3FNUZ, L_KV1, 0, BAD_OOB, 0, 0},
+    {8, 2, 128, QATTN_FP8_E4M3FN, L_PAD, 0, BAD_CHECKED, 0, 0}, {8, 2, 64, QATTN_BF16, L_KV1, 0, BAD_CHECKED, 0, 0},
+    {64, 8, 256, QATTN_FP8_E4M3FN, L_HEAD, 1, 0, 0, 0},  {128, 4, 128, QATTN_I8, L_TOK, 1, 0, 0, 0},
+    {96, 8, 64, QATTN_FP8_E4M3FNUZ, L_PAD, 1, 0, 0, 0},  {40, 8, 128, QATTN_BF16, L_HEAD, 1, 0, 0, 0},
+    {70, 8, 128, QATTN_FP8_E4M3FN, L_HND, 1, 0, 0, 0},   {50, 4, 128, QATTN_I8, L_KV1, 1, 0, 0, 0},
+    /* e5m2 caches, f16 tokens, other head dims, Dv != D (Dv, source dtype last) */
+    {7, 4, 128, E5, L_TOK, 0, 0, 0, 0},            {21, 4, 128, E5, L_HND, 0, 0, 0, H16},
+    {19, 8, 64, E5, L_KV1, 0, 0, 0, 0},            {12, 2, 128, E5, L_PAD, 0, BAD_OOB, 0, H16},
+    {9, 2, 96, QATTN_FP8_E4M3FN, L_TOK, 0, 0, 0, H16}, {13, 2, 80, QATTN_BF16, L_HEAD, 0, 0, 0, H16},
+    {11, 3, 256, QATTN_FP8_E4M3FNUZ, L_PAD, 0, 0, 0, H16}, {10, 2, 64, QATTN_I8, L_KV1, 0, 0, 0, H16},
+    {8, 4, 192, QATTN_FP8_E4M3FN, L_HND, 0, 0, 128, 0}, {9, 2, 192, E5, L_TOK, 0, 0, 128, H16},
+    {6, 2, 64, QATTN_I8, L_HEAD, 0, 0, 128, 0},    {7, 1, 16, QATTN_BF16, L_PAD, 0, 0, 48, H16},
+    {8, 2, 112, QATTN_FP8_E4M3FNUZ, L_HND, 0, BAD_CHECKED, 240, 0},
+    {96, 8, 128, E5, L_HEAD, 1, 0, 0, H16},        {64, 4, 80, QATTN_I8, L_PAD, 1, 0, 96, H16},
 };
 
 static void case_name(const store_case *c, char *buf, size_t n) {
     static const char *const L[] = {"tok", "head", "padded", "hnd", "kv1"};
     static const char *const B[] = {"", "_oob", "_checked"};
-    snprintf(buf, n, "kv_store/T%d_Hkv%d_D%d_%s_%s%s", c->T, c->Hkv, c->D, qattn_dtype_name(c->dt),
-             L[c->layout], B[c->bad]);
+    char dv[16] = "";
+    if (case_dv(c) != c->D) snprintf(dv, sizeof dv, "_Dv%d", case_dv(c));
+    snprintf(buf, n, "kv_store/T%d_Hkv%d_D%d%s_%s_%s%s%s", c->T, c->Hkv, c->D, dv, qattn_dtype_name(c->dt),
+             L[c->layout], B[c->bad], case_sdt(c) == QATTN_F16 ? "_f16" : "");
 }
 
 /* Rows per page of the rank-4 layouts. */
@@ -81,17 +101,18 @@ typedef struct store_cache {
 static int make_cache(const store_case *c, int64_t want, store_cache *o) {
     memset(o, 0, sizeof *o);
     const int scaled = c->dt != QATTN_BF16;
-    const int64_t H = c->Hkv, D = c->D;
+    const int64_t H = c->Hkv, D = c->D, Dv = case_dv(c);
+    if (c->layout == L_KV1 && Dv != D) return 0; /* one allocation of K and V rows of one length */
     if (c->layout == L_HND || c->layout == L_KV1) {
         const int64_t P = c->layout == L_HND ? PAGE_HND : PAGE_KV1;
         const int64_t np = (want + P - 1) / P;
         o->n_slots = np * P;
         if (c->layout == L_HND) { /* [page, head, P, d] in memory */
-            const int64_t cs[4] = {np + GUARD, P, H, D}, ss[3] = {np + GUARD, P, H};
+            const int64_t cs[4] = {np + GUARD, P, H, D}, vs[4] = {np + GUARD, P, H, Dv}, ss[3] = {np + GUARD, P, H};
             pt_layout l = pt_dense();
             l.order[1] = 2;
             l.order[2] = 1;
-            if (!pt_make(&o->kc, c->dt, 4, cs, &l, PT_POISON) || !pt_make(&o->vc, c->dt, 4, cs, &l, PT_POISON))
+            if (!pt_make(&o->kc, c->dt, 4, cs, &l, PT_POISON) || !pt_make(&o->vc, c->dt, 4, vs, &l, PT_POISON))
                 return 0;
             if (scaled && (!pt_make(&o->ks, QATTN_F32, 3, ss, NULL, PT_POISON) ||
                            !pt_make(&o->vs, QATTN_F32, 3, ss, NULL, PT_POISON)))
@@ -115,7 +136,7 @@ static int make_cache(const store_case *c, int64_t want, store_cache *o) {
         return 1;
     }
     o->n_slots = want;
-    const int64_t cs[3] = {want + GUARD, H, D}, ss[2] = {want + GUARD, H};
+    const int64_t cs[3] = {want + GUARD, H, D}, vs[3] = {want + GUARD, H, Dv}, ss[2] = {want + GUARD, H};
     pt_layout lc = pt_dense();
     if (c->layout == L_HEAD) {
         lc.order[0] = 1;
@@ -124,7 +145,7 @@ static int make_cache(const store_case *c, int64_t want, store_cache *o) {
         lc.pad = 5;
         lc.lead = 3;
     }
-    if (!pt_make(&o->kc, c->dt, 3, cs, &lc, PT_POISON) || !pt_make(&o->vc, c->dt, 3, cs, &lc, PT_POISON))
+    if (!pt_make(&o->kc, c->dt, 3, cs, &lc, PT_POISON) || !pt_make(&o->vc, c->dt, 3, vs, &lc, PT_POISON))
         return 0;
     if (scaled && (!pt_make(&o->ks, QATTN_F32, 2, ss, c->layout == L_PAD ? &lc : NULL, PT_POISON) ||
                    !pt_make(&o->vs, QATTN_F32, 2, ss, c->layout == L_PAD ? &lc : NULL, PT_POISON)))
@@ -134,29 +155,36 @@ static int make_cache(const store_case *c, int64_t want, store_cache *o) {
     return 1;
 }
 
-/* One (token, head) row of new values, in one of several regimes. */
-static void fill_row(qt_rng *rng, uint16_t *row, int D, int kind) {
+/* x in the source dtype (bf16 or f16), rounded to nearest even. */
+static uint16_t src_bits(float x, qattn_dtype sdt) {
+    return sdt == QATTN_F16 ? qattn_f32_to_f16(x) : qattn_f32_to_bf16(x);
+}
+
+/* One (token, head) row of new values, in one of several regimes; f16 rows
+ * take f16's extremes (its subnormals, values near 65504) for bf16's. */
+static void fill_row(qt_rng *rng, uint16_t *row, int D, int kind, qattn_dtype sdt) {
+    const int h = sdt == QATTN_F16;
     switch (kind) {
     case 0: /* all zero: the scale must be exactly 1 */
         for (int d = 0; d < D; ++d) row[d] = (d % 3 == 0) ? 0x8000u : 0x0000u; /* +-0 */
         break;
     case 1: { /* tiny magnitudes: scales go denormal */
-        for (int d = 0; d < D; ++d) row[d] = qattn_f32_to_bf16(qt_signed(rng, 1.0f, 8.0f) * 1e-38f);
+        for (int d = 0; d < D; ++d) row[d] = src_bits(qt_signed(rng, 1.0f, 8.0f) * (h ? 1e-7f : 1e-38f), sdt);
         break;
     }
     case 2: /* huge magnitudes */
-        for (int d = 0; d < D; ++d) row[d] = qattn_f32_to_bf16(qt_signed(rng, 0.05f, 1.0f) * 3e37f);
+        for (int d = 0; d < D; ++d) row[d] = src_bits(qt_signed(rng, 0.05f, 1.0f) * (h ? 65000.0f : 3e37f), sdt);
         break;
     case 3: /* small integers times a power of two: many exact ties */
         for (int d = 0; d < D; ++d) {
             float v = (float)qt_int(rng, -64, 64) * 0.25f;
-            row[d] = qattn_f32_to_bf16(v);
+            row[d] = src_bits(v, sdt);
         }
-        row[0] = qattn_f32_to_bf16(16.0f); /* amax a power of two */
+        row[0] = src_bits(16.0f, sdt); /* amax a power of two */
         break;
     default: /* ordinary activations, one outlier */
-        for (int d = 0; d < D; ++d) row[d] = qattn_f32_to_bf16(qt_signed(rng, 0.001f, 4.0f));
-        row[qt_int(rng, 0, D - 1)] = qattn_f32_to_bf16(qt_signed(rng, 10.0f, 60.0f));
+        for (int d = 0; d < D; ++d) row[d] = src_bits(qt_signed(rng, 0.001f, 4.0f), sdt);
+        row[qt_int(rng, 0, D - 1)] = src_bits(qt_signed(rng, 10.0f, 60.0f), sdt);
         break;
     }
 }
@@ -168,13 +196,14 @@ static void run_case(parity_ctx *pc, const store_case *c) {
     qt_rng rng = qt_rng_for(name);
     pt_tensor kn, vn, slots;
     store_cache sc;
-    const int64_t ns[3] = {c->T, c->Hkv, c->D}, ts[1] = {c->T};
+    const int64_t ns[3] = {c->T, c->Hkv, c->D}, nvs[3] = {c->T, c->Hkv, case_dv(c)}, ts[1] = {c->T};
+    const qattn_dtype sdt = case_sdt(c);
     pt_layout lnew = pt_dense();
     if (c->layout == L_PAD) {
         lnew.pad = 3;
         lnew.lead = 1;
     }
-    int ok = pt_make(&kn, QATTN_BF16, 3, ns, &lnew, PT_POISON) && pt_make(&vn, QATTN_BF16, 3, ns, &lnew, PT_POISON) &&
+    int ok = pt_make(&kn, sdt, 3, ns, &lnew, PT_POISON) && pt_make(&vn, sdt, 3, nvs, &lnew, PT_POISON) &&
              pt_make(&slots, QATTN_I32, 1, ts, NULL, PT_POISON) && make_cache(c, 2 * c->T + 5, &sc);
     if (!ok) {
         pt_fail(pc, &rng, name, "out of host memory");
@@ -195,14 +224,15 @@ static void run_case(parity_ctx *pc, const store_case *c) {
     /* Random bytes everywhere in the caches (same on both sides). */
     for (int i = 0; i < nbufs; ++i)
         for (size_t b = 0; b < bufs[i]->bytes; ++b) bufs[i]->host[b] = (uint8_t)qt_u32(&rng);
-    uint16_t *row = malloc((size_t)c->D * 2);
+    uint16_t *row = malloc((size_t)(c->D > case_dv(c) ? c->D : case_dv(c)) * 2);
     for (int t = 0; row && t < c->T; ++t)
         for (int h = 0; h < c->Hkv; ++h) {
             pt_tensor *src[2] = {&kn, &vn};
             for (int w = 0; w < 2; ++w) {
+                const int len = w ? case_dv(c) : c->D;
                 int kind = (int)qt_int(&rng, 0, 9); /* 0..3 special, else ordinary */
-                fill_row(&rng, row, c->D, kind);
-                for (int d = 0; d < c->D; ++d) memcpy(pt_at(src[w], t, h, d, 0), &row[d], 2);
+                fill_row(&rng, row, len, kind, sdt);
+                for (int d = 0; d < len; ++d) memcpy(pt_at(src[w], t, h, d, 0), &row[d], 2);
             }
         }
     free(row);
