@@ -14,6 +14,7 @@ static const char *dtype_suffix(qattn_dtype dt) {
     case QATTN_BF16: return "bf16";
     case QATTN_FP8_E4M3FN: return "fp8fn";
     case QATTN_FP8_E4M3FNUZ: return "fp8fnuz";
+    case QATTN_FP8_E5M2: return "fp8e5m2";
     case QATTN_I8: return "i8";
     default: return NULL;
     }
@@ -29,6 +30,11 @@ int qattn_vk_decode_launch_of(const qattn_decode_plan *p, qattn_vk_decode_launch
                  qattn_decode_variant_name(p->variant), qattn_dtype_name(p->kv_dtype));
         return 0;
     }
+    if (p->variant == QATTN_DECODE_REGS && p->head_dim != p->head_dim_v) {
+        snprintf(why, n, "the regs kernel needs equal head dims (D %d, Dv %d)", (int)p->head_dim,
+                 (int)p->head_dim_v);
+        return 0;
+    }
     if (p->variant == QATTN_DECODE_REGS) /* its head dim is compiled in */
         snprintf(out->shader, sizeof out->shader, "decode_regs_%s_d%d", dt, (int)p->head_dim);
     else
@@ -36,7 +42,7 @@ int qattn_vk_decode_launch_of(const qattn_decode_plan *p, qattn_vk_decode_launch
     const uint32_t spec[] = {(uint32_t)p->workgroup_size, (uint32_t)p->head_dim, (uint32_t)p->rows,
                              (uint32_t)p->q_heads_per_workgroup, (uint32_t)p->row_slots,
                              (uint32_t)p->subgroup_size, (uint32_t)p->load_bytes,
-                             (uint32_t)p->keys_per_tile, (uint32_t)p->page_tiled};
+                             (uint32_t)p->keys_per_tile, (uint32_t)p->page_tiled, (uint32_t)p->head_dim_v};
     memcpy(out->spec, spec, sizeof spec);
     out->n_spec = sizeof spec / sizeof spec[0];
     memcpy(out->grid, p->grid, sizeof out->grid);

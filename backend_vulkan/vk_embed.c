@@ -290,11 +290,11 @@ qattn_status qattn_vulkan_warmup(qattn_context *ctx, const qattn_vulkan_warmup_s
                                                                                    : "mqa_plans"),
                       fn);
     const uint32_t kv_ok = (1u << QATTN_BF16) | (1u << QATTN_FP8_E4M3FN) | (1u << QATTN_FP8_E4M3FNUZ) |
-                           (1u << QATTN_I8);
+                           (1u << QATTN_FP8_E5M2) | (1u << QATTN_I8);
     if (set->kv_store_dtypes & ~kv_ok)
         return report(ctx, qattn_vk_fail(vk, QATTN_ERR_INVALID_ARGUMENT,
                                          "set->kv_store_dtypes: 0x%x names a dtype no KV cache has "
-                                         "(bf16, fp8 fn/fnuz, i8)",
+                                         "(bf16, fp8 fn/fnuz/e5m2, i8)",
                                          set->kv_store_dtypes),
                       fn);
     /* Every plan passes the checks a run applies to it (the digest, this

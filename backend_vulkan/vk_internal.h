@@ -397,7 +397,7 @@ qattn_status qattn_vk_probe_fragments(qattn_vk *vk);
  * the plan. Returns 0 (with why) for a plan no tiled shader runs. */
 typedef struct qattn_vk_decode_launch {
     char shader[48];
-    uint32_t spec[9];
+    uint32_t spec[10];            /* decode_tiled.comp's constant_id 0..9 */
     uint32_t n_spec;
     uint32_t grid[3];
     uint32_t subgroup_size;

@@ -11,11 +11,16 @@ typedef struct kv_store_push {
     int64_t page_stride[4], head_stride[4];
     uint32_t page_rows[4], row_stride[4];
     int32_t src_stride[4];
-    int32_t slots_stride, head_dim, n_slots, pad_;
+    int32_t slots_stride, n_slots;
+    int32_t head_dim[2]; /* D (k rows), Dv (v rows) */
+    int32_t flags;       /* KV_STORE_SRC_F16 */
+    int32_t pad_;
 } kv_store_push;
 
-/* Threads per workgroup: covers D = 64 in one step and keeps 128/256 to two
- * or four; the row is tiny, so more threads would only idle. */
+#define KV_STORE_SRC_F16 1 /* k_new and v_new are f16 (else bf16); kv_store.comp's FLAG_SRC_F16 */
+
+/* Threads per workgroup: covers D <= 64 in one step and keeps up to 256 to
+ * four; the row is tiny, so more threads would only idle. */
 #define KV_STORE_WG 64u
 
 static const char *shader_for(qattn_dtype dt) {
@@ -23,6 +28,7 @@ static const char *shader_for(qattn_dtype dt) {
     case QATTN_BF16: return "kv_store_bf16";
     case QATTN_FP8_E4M3FN: return "kv_store_fp8fn";
     case QATTN_FP8_E4M3FNUZ: return "kv_store_fp8fnuz";
+    case QATTN_FP8_E5M2: return "kv_store_fp8e5m2";
     case QATTN_I8: return "kv_store_i8";
     default: return NULL;
     }
@@ -57,7 +63,9 @@ qattn_status qattn_vk_kv_store(void *be, const qattn_kv_store_args *a) {
     memcpy(p.row_stride, views.row_stride, sizeof p.row_stride);
     p.slots = qattn_vk_addr(&a->slot_mapping);
     p.slots_stride = qattn_vk_stride(&a->slot_mapping, 0);
-    p.head_dim = (int32_t)a->k_new.shape[2];
+    p.head_dim[0] = (int32_t)a->k_new.shape[2];
+    p.head_dim[1] = (int32_t)a->v_new.shape[2];
+    p.flags = a->k_new.dtype == QATTN_F16 ? KV_STORE_SRC_F16 : 0;
     p.n_slots = qattn_cache_kernel_view_of(&a->k_cache, 0, 1).n_slots;
 
     const uint32_t spec[1] = {KV_STORE_WG};

@@ -1,5 +1,5 @@
 // Bit-exact encoders for the KV store: correctly rounded f32 division and the
-// fp8 / int8 encoders of spec 1-2, all in integer arithmetic. The CPU
+// fp8 (e4m3 fn/fnuz, e5m2) / int8 encoders of spec 1-2, all in integer arithmetic. The CPU
 // reference divides with IEEE f32 division (correctly rounded); a GPU's
 // OpFDiv may be off by ulps and its float ops may flush denormals, so none of
 // this touches float arithmetic: bits in, bits out.
@@ -98,6 +98,39 @@ uint qa_f32_to_fp8(uint y, bool fnuz) {
         c = min(c, max_code);
     }
     if (c == 0u && fnuz) return 0u;
+    return (neg ? 0x80u : 0u) | c;
+}
+
+// f32 bits -> fp8 e5m2 code (spec 1): RNE; finite overflow and infinity
+// saturate to +-57344 (0x7B / 0xFB); NaN -> 0x7F; -0 and negatives rounding
+// to zero -> 0x80. e5m2: 2 mantissa bits, smallest normal 2^-14, subnormal
+// step 2^-16.
+uint qa_f32_to_e5m2(uint y) {
+    uint mag = y & 0x7FFFFFFFu;
+    bool neg = (y & 0x80000000u) != 0u;
+    if (mag > 0x7F800000u) return 0x7Fu;
+    uint c;
+    if (mag >= 0x47600000u) {        // >= 57344 (and inf)
+        c = 0x7Bu;
+    } else if (mag < 0x00800000u) {
+        c = 0u;                      // f32 denormals: far below half of 2^-16
+    } else {
+        const int emin = -14;
+        int e = int(mag >> 23) - 127;
+        int ec = max(e, emin);
+        uint m = (mag & 0x7FFFFFu) | 0x800000u; // value = m * 2^(e-23)
+        int k = 21 + (ec - e);                  // bits of m below the step 2^(ec-2)
+        uint n;
+        if (k >= 25) {
+            n = 0u;
+        } else {
+            n = m >> uint(k);
+            uint rem = m & ((1u << uint(k)) - 1u);
+            uint hlf = 1u << uint(k - 1);
+            if (rem > hlf || (rem == hlf && (n & 1u) != 0u)) n += 1u;
+        }
+        c = min(uint(ec - emin) * 4u + n, 0x7Bu);
+    }
     return (neg ? 0x80u : 0u) | c;
 }
 

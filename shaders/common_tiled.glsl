@@ -41,7 +41,19 @@ layout(push_constant, std430) uniform Push {
     int hq, hkv, page_size, window_left;
     int num_splits, keys_per_split;
     float sm_scale, softcap;
+    int flags;                           // QATTN_DECODE_TILE_*
 } pc;
+
+#define QA_TILE_Q_F16 1 // QATTN_DECODE_TILE_Q_F16: q is f16 (else bf16)
+
+// Element i of q as f32; qf16 is the uniform (pc.flags & QA_TILE_Q_F16) != 0,
+// read once by the caller. Both conversions and a select, no branch (q is
+// read once per workgroup, before the tile loop).
+float qa_ld_q(int64_t i, bool qf16) {
+    const uint h = uint(RoU16(qa_at(pc.q, i, 2)).v[0]);
+    const float f = unpackHalf2x16(h).x, b = uintBitsToFloat(h << 16);
+    return qf16 ? f : b;
+}
 
 int qa_ld_i32(uint64_t base, int64_t i) { return RoI32(qa_at(base, i, 4)).v[0]; }
 

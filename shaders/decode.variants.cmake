@@ -3,18 +3,18 @@
 # dtype, any Vulkan 1.3 device), plus the split merge. Names:
 # decode_<simt|matrix>_<dtype>; geometry comes from specialization constants
 # (shaders/decode_tiled.comp, core/src/plan_decode.c).
-foreach(dt bf16 fp8fn fp8fnuz i8)
+foreach(dt bf16 fp8fn fp8fnuz fp8e5m2 i8)
   string(TOUPPER ${dt} DT)
   qattn_shader(NAME decode_simt_${dt} SOURCE decode_tiled.comp DEFINES KV_${DT}=1 MATRIX=0)
 endforeach()
-foreach(dt fp8fn fp8fnuz i8)
+foreach(dt fp8fn fp8fnuz fp8e5m2 i8)
   string(TOUPPER ${dt} DT)
   qattn_shader(NAME decode_matrix_${dt} SOURCE decode_tiled.comp DEFINES KV_${DT}=1 MATRIX=1)
 endforeach()
 qattn_shader(NAME decode_merge SOURCE decode_merge.comp)
 # The register-resident stage 1 (fp8 and int8 caches) and the probe of the
 # fragment layout it builds its operands in.
-foreach(dt fp8fn fp8fnuz i8)
+foreach(dt fp8fn fp8fnuz fp8e5m2 i8)
   string(TOUPPER ${dt} DT)
   foreach(d 64 128)
     qattn_shader(NAME decode_regs_${dt}_d${d} SOURCE decode_regs.comp DEFINES KV_${DT}=1 HEAD_DIM=${d})

@@ -2,8 +2,8 @@
 // Decode attention, split merge of the tiled kernel (decode_tiled.comp): one
 // workgroup per output row (query row of one head of one request) and chunk
 // of DCH staged dims combines the S partials (unnormalised O^T in staged dim
-// order, m in log2 units, l) with the sink, writes its dims of o in bf16
-// (dims back in order) and, the first chunk, the LSE. Chunks of dims give a
+// order, m in log2 units, l) with the sink, writes its dims of o in bf16 or
+// f16 (flag O_F16, one uniform branch at the store; dims back in order) and, the first chunk, the LSE. Chunks of dims give a
 // row's splits to more threads (a request of few heads has few rows).
 //   M = max(m_s, sink), Z = sum_s l_s 2^(m_s - M) + 2^(sink - M),
 //   o = vf * sum_s 2^(m_s - M) O_s / Z.
@@ -28,6 +28,7 @@ layout(push_constant, std430) uniform Push {
 
 #define FLAG_SINKS 1 // QATTN_DECODE_MERGE_SINKS
 #define FLAG_LSE 2 // QATTN_DECODE_MERGE_LSE
+#define FLAG_O_F16 4 // QATTN_DECODE_MERGE_O_F16
 #define MAX_S 256 // QATTN_MAX_SPLITS
 layout(constant_id = 1) const int DCH = 32; // staged dims per workgroup (plan.merge_dims, a multiple of 4)
 
@@ -97,6 +98,7 @@ void main() {
         sacc[tid] = acc;
     }
     barrier();
+    const bool of16 = (pc.flags & FLAG_O_F16) != 0;
     if (tid < gd) {
         vec4 t = vec4(0.0);
         for (int k = 0; k < ng; ++k) t += sacc[k * gd + tid];
@@ -107,7 +109,7 @@ void main() {
             // group of four swapped when perm is set.
             const int d = pc.perm != 0 ? ((dp & ~3) | ((dp & 1) << 1) | ((dp >> 1) & 1)) : dp;
             const int64_t oi = int64_t(b) * pc.o_sb + int64_t(r) * pc.o_sr + int64_t(h) * pc.o_sh + d;
-            RefU16(qa_at(pc.o, oi, 2)).v[0] = uint16_t(qa_f32_to_bf16(t[u]));
+            RefU16(qa_at(pc.o, oi, 2)).v[0] = uint16_t(of16 ? qa_f32_to_f16(t[u]) : qa_f32_to_bf16(t[u]));
         }
     }
     if (tid == 0 && d0 == 0 && (pc.flags & FLAG_LSE) != 0) {

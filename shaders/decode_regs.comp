@@ -37,7 +37,12 @@
 // (n % 8) * D / 8 + 2j + n / 8, which the partial store undoes, so the
 // partials are in dim order.
 //
-// Defines: KV_FP8FN | KV_FP8FNUZ | KV_I8; HEAD_DIM (64, 128).
+// e5m2 codes are the top byte of an f16 (one mask per pair, no power of two
+// left); P carries v_scale * 2^7 (as in decode_tiled.comp: p * v_scale alone
+// would fall among f16's subnormals at e5m2's scales) and the partials are
+// stored times 2^-7. q is bf16 or f16 (pc.flags), read once.
+//
+// Defines: KV_FP8FN | KV_FP8FNUZ | KV_FP8E5M2 | KV_I8; HEAD_DIM (64, 128).
 // Specialization constants as decode_tiled.comp's (the launch is built by
 // the same code); NR = 16,
 // SG = 32, TK = 16 and PAGED = 1 are what the planner gives this kernel.
@@ -59,7 +64,8 @@
 layout(local_size_x_id = 0) in;
 // The head dim is compiled in (HEAD_DIM, one variant each): the fragments'
 // element indices and the per-lane arrays must be constants to stay in
-// registers. Constant 1 (the plan's head dim, equal) is not read.
+// registers. Constants 1 and 9 (the plan's head dims, both equal to it)
+// are not read.
 const int D = HEAD_DIM;       // = Dv: 64 or 128
 layout(constant_id = 2) const int R = 1;    // query rows per request
 layout(constant_id = 3) const int QH = 1;   // query heads per workgroup
@@ -75,10 +81,15 @@ const int KW = D / 16;        // K words (4 codes) a lane reads per key
 const int VW = D / 32;        // V words a lane reads per key
 #if defined(KV_FP8FNUZ)
 const float KF = 128.0;       // decoded code * KF = the fp8 value
-#elif defined(KV_I8)
+#elif defined(KV_I8) || defined(KV_FP8E5M2)
 const float KF = 1.0;
 #else
 const float KF = 256.0;
+#endif
+#if defined(KV_FP8E5M2)
+const float VPF = 128.0;      // P = p * v_scale * VPF; partials stored times 1 / VPF
+#else
+const float VPF = 1.0;
 #endif
 
 const int LDQ = D + 8;         // f16 per staged q row (padded against bank conflicts)
@@ -95,6 +106,9 @@ void decode_word(uint x, out uint lo, out uint hi) {
     // (c ^ 0x80) | 0x6400 is the f16 1024 + c + 128; 1152 is subtracted in f16.
     lo = packFloat2x16(unpackFloat2x16((( x       & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u) - f16vec2(1152.0));
     hi = packFloat2x16(unpackFloat2x16((((x >> 8) & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u) - f16vec2(1152.0));
+#elif defined(KV_FP8E5M2)
+    lo = (x << 8) & 0xFF00FF00u;
+    hi = x & 0xFF00FF00u;
 #else
     lo = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);
     hi = ((x >> 1) & 0x3F803F80u) | (x & 0x80008000u);
@@ -159,13 +173,14 @@ void main() {
     FragA qa[NB];
     float cq[2]; // 2^-e * sm_scale per row
     {
+        const bool qf16 = (pc.flags & QA_TILE_Q_F16) != 0;
         float qv[2][D / 4];
         float mx[2];
         [[unroll]] for (int h = 0; h < 2; ++h) {
             const int64_t qb = q_row(b, h0, g + 8 * h) + t * (D / 4);
             mx[h] = 0.0;
             [[unroll]] for (int d = 0; d < D / 4; ++d) {
-                qv[h][d] = qa_bf16_to_f32(uint(RoU16(qa_at(pc.q, qb + d, 2)).v[0]));
+                qv[h][d] = qa_ld_q(qb + d, qf16);
                 mx[h] = max(mx[h], abs(qv[h][d]));
             }
         }
@@ -318,7 +333,7 @@ void main() {
             const float v_ = subgroupShuffle(rs, uint(16 + vkey[a]));
             kex[a] = vkey[a] >= klo && vkey[a] < khi;
             ksc[a] = kex[a] ? k_ * KF : 0.0;
-            vsc[a] = kex[a] ? v_ : 0.0; // a scale read for no key may be anything
+            vsc[a] = kex[a] ? (VPF != 1.0 ? v_ * VPF : v_) : 0.0; // a scale read for no key may be anything
         }
         // 2. the next tile's loads and the page id of the one after, in
         // flight while this one is computed
@@ -400,7 +415,7 @@ void main() {
             const int d = (n & 7) * (D / 8) + 2 * j + (n >> 3);
             if (real[h]) {
                 const int64_t at = ((slot0 + g + 8 * h) * S + split) * D + d;
-                RefF32(qa_at(pc.ws_o, at, 4)).v[0] = oacc[j][i];
+                RefF32(qa_at(pc.ws_o, at, 4)).v[0] = VPF != 1.0 ? oacc[j][i] * float(1.0 / VPF) : oacc[j][i];
             }
         }
     }

@@ -32,7 +32,17 @@
 // dims are swapped in shared memory. q is staged with the same swap (a dot
 // product does not care) and the merge swaps the output dims back.
 //
-// Defines: KV_BF16 | KV_FP8FN | KV_FP8FNUZ | KV_I8; MATRIX (0/1).
+// e5m2 codes are the top byte of an f16, so they decode by one mask per pair
+// and leave no power of two; P^T carries v_scale * 2^7 instead (P = p *
+// v_scale in f16 would fall among f16's subnormals for e5m2's scales, 2^7
+// smaller than e4m3's for the same data) and the partials are stored times
+// 2^-7, both exact.
+//
+// Head dims: D (q and K, spec constant 1) and DV (V and o, constant 9), each
+// a multiple of 16; a K tile row is D dims, a V tile row DV. q is bf16 or f16
+// (pc.flags & QA_TILE_Q_F16), read once before the tile loop.
+//
+// Defines: KV_BF16 | KV_FP8FN | KV_FP8FNUZ | KV_FP8E5M2 | KV_I8; MATRIX (0/1).
 //
 // Two ways of finding a tile's rows (spec constant PAGED, the plan's
 // page_tiled): where page_size is a multiple of TK and tiles start at
@@ -65,7 +75,7 @@
 #endif
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const int D = 128;  // = Dv
+layout(constant_id = 1) const int D = 128;  // head dim of q and K
 layout(constant_id = 2) const int R = 1;    // query rows per request
 layout(constant_id = 3) const int QH = 1;   // query heads per workgroup
 layout(constant_id = 4) const int NR = 8;   // matrix N: row slots (>= QH * R)
@@ -73,6 +83,7 @@ layout(constant_id = 5) const int SG = 32;  // lanes (= workgroup size = subgrou
 layout(constant_id = 6) const int VEC = 16; // bytes per load: what every K/V row start allows
 layout(constant_id = 7) const int TK = 16;  // keys per tile: a multiple of 16
 layout(constant_id = 8) const int PAGED = 0; // 1: every tile lies in one page (page_size % TK == 0)
+layout(constant_id = 9) const int DV = 128; // head dim of V and o
 
 const int ROWS = QH * R;
 const int KT = TK / 16;            // 16-key fragments per tile
@@ -85,15 +96,25 @@ const int ES = 1;
 const int PERM = 1;
 #if defined(KV_FP8FNUZ)
 const float KF = 128.0;
-#elif defined(KV_I8)
+#elif defined(KV_I8) || defined(KV_FP8E5M2)
 const float KF = 1.0;
 #else
 const float KF = 256.0;
 #endif
 #endif
-const int CPK = D * ES / 16;       // 16-byte chunks per cache row
-const int NCH = (TK * CPK + SG - 1) / SG; // chunks per lane per tile and tensor
-const int LD4 = D / 8 + 1;         // uvec4 per staged row (8 f16 or bf16 each, + 1 pad)
+#if defined(KV_FP8E5M2)
+const float VPF = 128.0;           // P^T = p * v_scale * VPF; partials are stored times 1 / VPF
+#else
+const float VPF = 1.0;
+#endif
+const int CPK = D * ES / 16;       // 16-byte chunks per K row
+const int CPKV = DV * ES / 16;     // and per V row
+const int NCH = (TK * CPK + SG - 1) / SG;   // K chunks per lane per tile
+const int NCHV = (TK * CPKV + SG - 1) / SG; // V chunks
+const int NCM = NCH > NCHV ? NCH : NCHV;
+const bool SAMEKV = CPK == CPKV;   // K and V chunks map to keys alike (D == DV)
+const int LD4 = D / 8 + 1;         // uvec4 per staged q or K row (8 f16 or bf16 each, + 1 pad)
+const int LD4V = DV / 8 + 1;       // per staged V row
 const int LDP = TK + 8;            // f16 per row of P^T
 const int C = SG < TK ? SG : TK;   // lanes per softmax row group
 const int RG = SG / C;             // row groups
@@ -110,7 +131,7 @@ const bool HAS_SCALES = true;
 shared uvec4 sq[NR * LD4];         // q rows, f16, scaled per row by 2^e
 shared float sqf[NR];              // 2^-e of each row
 shared uvec4 skt[TK * LD4];        // K tile
-shared uvec4 svt[TK * LD4];        // V tile
+shared uvec4 svt[TK * LD4V];       // V tile
 shared float ss[TK * NR];          // S^T, then alpha per (key, row)
 shared float16_t sp[NR * LDP];     // P^T: [row][key]
 shared float sks[TK];              // k scale * KF of each key (0: not in the cache)
@@ -134,6 +155,9 @@ void decode16(uvec4 w, out uvec4 lo, out uvec4 hi) {
         f16vec2 b = unpackFloat2x16((((x >> 8) & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u);
         o[2 * j] = packFloat2x16(a - f16vec2(1152.0));
         o[2 * j + 1] = packFloat2x16(b - f16vec2(1152.0));
+#elif defined(KV_FP8E5M2)
+        o[2 * j] = (x << 8) & 0xFF00FF00u;                               // codes 0, 2
+        o[2 * j + 1] = x & 0xFF00FF00u;                                  // codes 1, 3
 #else
         o[2 * j] = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);  // codes 0, 2
         o[2 * j + 1] = ((x >> 1) & 0x3F803F80u) | (x & 0x80008000u);     // codes 1, 3
@@ -238,9 +262,10 @@ void main() {
     const int ke = min(s1, hi_all + 1);
 
     // ---- q rows -> f16 with a per-row power of two (bf16's range does not
-    // fit f16, its precision does). Branch-free and unrolled over the rows
-    // so every row's loads are in flight together (padding rows read a real
-    // row's addresses and stage zeros). ----
+    // fit f16, its precision does; f16 rows are scaled alike). Branch-free
+    // and unrolled over the rows so every row's loads are in flight together
+    // (padding rows read a real row's addresses and stage zeros). ----
+    const bool qf16 = (pc.flags & QA_TILE_Q_F16) != 0;
     const int QPL = (D + SG - 1) / SG;      // dims per lane in the max pass
     const int QCL = (D / 8 + SG - 1) / SG;  // 8-dim chunks per lane in the staging pass
     float qmx[NR];
@@ -249,7 +274,7 @@ void main() {
         float mx = 0.0;
         [[unroll]] for (int k = 0; k < QPL; ++k) {
             const int d = lane + SG * k;
-            const float x = qa_bf16_to_f32(uint(RoU16(qa_at(pc.q, qb + min(d, D - 1), 2)).v[0]));
+            const float x = qa_ld_q(qb + min(d, D - 1), qf16);
             mx = max(mx, d < D ? abs(x) : 0.0);
         }
         qmx[n] = mx;
@@ -282,7 +307,7 @@ void main() {
                     // Staged position cc*8 + 2j + u holds dim pos(...) under PERM.
                     const int sp_ = cc * 8 + 2 * j + u;
                     const int dm = PERM != 0 ? ((sp_ & ~3) | ((sp_ & 1) << 1) | ((sp_ >> 1) & 1)) : sp_;
-                    const float y = ldexp(qa_bf16_to_f32(uint(RoU16(qa_at(pc.q, qb + dm, 2)).v[0])), e);
+                    const float y = ldexp(qa_ld_q(qb + dm, qf16), e);
                     x[u] = real ? y : 0.0;
                 }
                 wq[j] = packHalf2x16(vec2(x[0], x[1]));
@@ -318,12 +343,12 @@ void main() {
     coopmat<float16_t, gl_ScopeSubgroup, 16, NR, gl_MatrixUseB> qb_[D / 16];
     UNROLL for (int j = 0; j < D / 16; ++j)
         coopMatLoad(qb_[j], sq, j * 2, LD4, gl_CooperativeMatrixLayoutColumnMajor);
-    coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> oacc[D / 16];
-    UNROLL for (int j = 0; j < D / 16; ++j)
+    coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> oacc[DV / 16];
+    UNROLL for (int j = 0; j < DV / 16; ++j)
         oacc[j] = coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator>(0.0);
 #else
     // Lanes own groups of 8 output dims of one row: group e = lane + SG * i.
-    const int OG = (D / 8) * NR;
+    const int OG = (DV / 8) * NR;
     const int OPL = (OG + SG - 1) / SG;
     float oacc[OPL * 8];
     UNROLL for (int i = 0; i < OPL * 8; ++i) oacc[i] = 0.0;
@@ -351,8 +376,8 @@ void main() {
     const uint64_t ksbase = pc.ks + uint64_t(g) * uint64_t(pc.ks_hs) * 4u;
     const uint64_t vsbase = pc.vs + uint64_t(g) * uint64_t(pc.vs_hs) * 4u;
     const uint psz = uint(pc.page_size);
-    uvec4 rk[NCH], rv[NCH];               // loaded words, raw
-    bool rok[NCH];                        // whether a chunk's key exists (its words are zeroed at staging otherwise)
+    uvec4 rk[NCH], rv[NCHV];              // loaded words, raw
+    bool rok[NCH], rokv[NCHV];            // whether a chunk's key exists (its words are zeroed at staging otherwise)
     float rks[NSK], rvs[NSK];             // loaded scales, raw
     bool rsok[NSK];
     int rpos[NSK];                        // PAGED == 0: a key's position, -1: does not exist
@@ -360,14 +385,15 @@ void main() {
     // PAGED: the tile at t0 (a multiple of TK) is rows row0 .. row0 + TK - 1
     // of page kv_indices[ip0 + t0 / P]. Its keys in [klo, khi) exist: at or
     // after kb, before ke, in a page id >= 0, in a slot < n_slots.
-    // A lane's chunk i is c = lane + SG * i: key c / CPK, bytes (c % CPK) * 16
-    // of its row; where a subgroup covers whole rows (AFFINE), that is key
-    // lane / CPK + CK * i, so the offsets are a per-lane base plus i steps.
-    const bool AFFINE = SG % CPK == 0;
-    const int CK = max(SG / CPK, 1);      // keys one chunk index covers (AFFINE)
+    // A lane's K chunk i is c = lane + SG * i: key c / CPK, bytes
+    // (c % CPK) * 16 of its row; where a subgroup covers whole rows (AFFINE),
+    // that is key lane / CPK + CK * i, so the offsets are a per-lane base
+    // plus i steps. V chunks likewise with CPKV (the same when D == DV).
+    const bool AFFINE = SG % CPK == 0, AFFINEV = SG % CPKV == 0;
+    const int CK = max(SG / CPK, 1), CKV = max(SG / CPKV, 1); // keys one chunk index covers (AFFINE)
     const uint k_loff = uint(lane / CPK) * uint(pc.k_rs) * uint(ES) + uint(lane % CPK) * 16u;
-    const uint v_loff = uint(lane / CPK) * uint(pc.v_rs) * uint(ES) + uint(lane % CPK) * 16u;
-    const uint k_step = uint(CK) * uint(pc.k_rs) * uint(ES), v_step = uint(CK) * uint(pc.v_rs) * uint(ES);
+    const uint v_loff = uint(lane / CPKV) * uint(pc.v_rs) * uint(ES) + uint(lane % CPKV) * 16u;
+    const uint k_step = uint(CK) * uint(pc.k_rs) * uint(ES), v_step = uint(CKV) * uint(pc.v_rs) * uint(ES);
     const int ta = kb - kb % TK;          // first tile (kb >= 0)
     uint pe = 0u, prow = 0u;              // page entry (from ip0) and row of the next tile whose page id PAGE_OF reads
     int npage = -1;                       // its page id
@@ -381,7 +407,7 @@ void main() {
     // and the table's entries; a key past them does not exist anyway).
     #define PAGE_OF()                                                                       \
     {                                                                                       \
-        const int ent = clamp(ip0 + int(pe), max(ip0, 0), max(ip1 - 1, 0));                \
+        const int ent = clamp(ip0 + int(pe), max(ip0, 0), max(ip1 - 1, 0));                 \
         npage = RoI32(pc.indices + uint64_t(uint(ent) * uint(pc.indices_s)) * 4u).v[0];      \
         crow = int(prow);                                                                   \
         prow += uint(TK);                                                                   \
@@ -397,20 +423,27 @@ void main() {
         nklo = max(kb - int(t0), 0);                                                        \
         nkhi = min(min(ke - int(t0), TK), rows_ok);                                         \
         const bool full = nklo == 0 && nkhi == TK;                                          \
-        const uint64_t pg = uint64_t(max(cpage, 0));                                       \
+        const uint64_t pg = uint64_t(max(cpage, 0));                                        \
         const uint64_t kt = (pg * uint64_t(pc.k_ps) + uint64_t(uint(crow) * uint(pc.k_rs))) * uint(ES); \
         const uint64_t vt = (pg * uint64_t(pc.v_ps) + uint64_t(uint(crow) * uint(pc.v_rs))) * uint(ES); \
-        UNROLL for (int i = 0; i < NCH; ++i) {                                              \
+        UNROLL for (int i = 0; i < NCM; ++i) {                                              \
             const int c = lane + SG * i;                                                    \
             const int key = c / CPK;                                                        \
             const bool ok = c < TK * CPK && (full || (key >= nklo && key < nkhi));          \
-            const uint ko = AFFINE ? k_loff + uint(i) * k_step                              \
-                                   : uint(key) * uint(pc.k_rs) * uint(ES) + uint(c % CPK) * 16u; \
-            const uint vo = AFFINE ? v_loff + uint(i) * v_step                              \
-                                   : uint(key) * uint(pc.v_rs) * uint(ES) + uint(c % CPK) * 16u; \
-            rk[i] = load16(kbase + (ok ? kt + uint64_t(ko) : 0ul));                        \
-            rv[i] = load16(vbase + (ok ? vt + uint64_t(vo) : 0ul));                        \
-            rok[i] = ok;                                                                    \
+            if (SAMEKV || i < NCH) {                                                        \
+                const uint ko = AFFINE ? k_loff + uint(i) * k_step                          \
+                                       : uint(key) * uint(pc.k_rs) * uint(ES) + uint(c % CPK) * 16u; \
+                rk[i] = load16(kbase + (ok ? kt + uint64_t(ko) : 0ul));                     \
+                rok[i] = ok;                                                                \
+            }                                                                               \
+            if (SAMEKV || i < NCHV) {                                                       \
+                const int keyv = SAMEKV ? key : c / CPKV;                                   \
+                const bool okv = SAMEKV ? ok : c < TK * CPKV && (full || (keyv >= nklo && keyv < nkhi)); \
+                const uint vo = AFFINEV ? v_loff + uint(i) * v_step                         \
+                                        : uint(keyv) * uint(pc.v_rs) * uint(ES) + uint(c % CPKV) * 16u; \
+                rv[i] = load16(vbase + (okv ? vt + uint64_t(vo) : 0ul));                    \
+                if (!SAMEKV) rokv[i] = okv;                                                 \
+            }                                                                               \
         }                                                                                   \
         UNROLL for (int i = 0; i < NSK; ++i) {                                              \
             const int key = lane + SG * i;                                                  \
@@ -482,28 +515,55 @@ void main() {
             if (HAS_SCALES) {                                                               \
                 const uint so = kk ? uint(kp) * ks_ps + uint(kr) * uint(pc.ks_rs) : 0u;     \
                 const uint vo = kk ? uint(kp) * vs_ps + uint(kr) * uint(pc.vs_rs) : 0u;     \
-                rks[i] = RoF32(ksbase + uint64_t(so) * 4u).v[0];                           \
-                rvs[i] = RoF32(vsbase + uint64_t(vo) * 4u).v[0];                           \
+                rks[i] = RoF32(ksbase + uint64_t(so) * 4u).v[0];                            \
+                rvs[i] = RoF32(vsbase + uint64_t(vo) * 4u).v[0];                            \
             }                                                                               \
         }                                                                                   \
-        UNROLL for (int i = 0; i < NCH; ++i) {                                              \
+        UNROLL for (int i = 0; i < NCM; ++i) {                                              \
             const int c = lane + SG * i;                                                    \
             const int key = min(c / CPK, TK - 1);                                           \
+            const int keyv = SAMEKV ? key : min(c / CPKV, TK - 1);                          \
             uint ko = ~0u, vo = ~0u;                                                        \
             UNROLL for (int j = 0; j < NSK; ++j) {                                          \
                 const uint a_ = subgroupShuffle(kro[j], uint(key % SG));                    \
-                const uint b_ = subgroupShuffle(vro[j], uint(key % SG));                    \
-                if (key / SG == j) { ko = a_; vo = b_; }                                    \
+                const uint b_ = subgroupShuffle(vro[j], uint(keyv % SG));                   \
+                if (SAMEKV) {                                                               \
+                    if (key / SG == j) { ko = a_; vo = b_; }                                \
+                } else {                                                                    \
+                    if (key / SG == j) ko = a_;                                             \
+                    if (keyv / SG == j) vo = b_;                                            \
+                }                                                                           \
             }                                                                               \
             const bool ok = c < TK * CPK && ko != ~0u;                                      \
+            const bool okv = SAMEKV ? ok : c < TK * CPKV && vo != ~0u;                      \
             const uint part = uint(c % CPK) * 16u;                                          \
-            const uint64_t kbo = ok ? uint64_t(ko) * uint(ES) + part : 0ul;                  \
-            const uint64_t vbo = ok ? uint64_t(vo) * uint(ES) + part : 0ul;                  \
-            rk[i] = load16(kbase + uint64_t(kbo));                                          \
-            rv[i] = load16(vbase + uint64_t(vbo));                                          \
-            rok[i] = ok;                                                                    \
+            const uint partv = SAMEKV ? part : uint(c % CPKV) * 16u;                        \
+            if (SAMEKV || i < NCH) {                                                        \
+                const uint64_t kbo = ok ? uint64_t(ko) * uint(ES) + part : 0ul;             \
+                rk[i] = load16(kbase + uint64_t(kbo));                                      \
+                rok[i] = ok;                                                                \
+            }                                                                               \
+            if (SAMEKV || i < NCHV) {                                                       \
+                const uint64_t vbo = okv ? uint64_t(vo) * uint(ES) + partv : 0ul;           \
+                rv[i] = load16(vbase + uint64_t(vbo));                                      \
+                if (!SAMEKV) rokv[i] = okv;                                                 \
+            }                                                                               \
         }                                                                                   \
     }
+
+    // Decodes 16 cache bytes w (chunk `part` of key `key`'s row) into the
+    // staged tile `dst` of row stride LDX.
+#if defined(KV_BF16)
+    #define STAGE16(dst, LDX, key, part, w) { dst[(key) * (LDX) + (part)] = (w); }
+#else
+    #define STAGE16(dst, LDX, key, part, w)                                                 \
+    {                                                                                       \
+        uvec4 lo_, hi_;                                                                     \
+        decode16(w, lo_, hi_);                                                              \
+        dst[(key) * (LDX) + 2 * (part)] = lo_;                                              \
+        dst[(key) * (LDX) + 2 * (part) + 1] = hi_;                                          \
+    }
+#endif
 
     const int t_first = PAGED != 0 ? ta : kb;
     if (kb < ke) {
@@ -523,34 +583,27 @@ void main() {
         klo = nklo;
         khi = nkhi;
         // 1. stage the loaded tile (the first read of its registers)
-        UNROLL for (int i = 0; i < NCH; ++i) {
+        UNROLL for (int i = 0; i < NCM; ++i) {
             const int c = lane + SG * i;
-            const uvec4 mk = uvec4(rok[i] ? ~0u : 0u);
-            const uvec4 wk = rk[i] & mk, wv = rv[i] & mk;
-            if (c < TK * CPK) {
-                const int key = c / CPK, part = c % CPK;
-                uvec4 lo, hi;
-                decode16(wk, lo, hi);
-#if defined(KV_BF16)
-                skt[key * LD4 + part] = lo;
-#else
-                skt[key * LD4 + 2 * part] = lo;
-                skt[key * LD4 + 2 * part + 1] = hi;
-#endif
-                decode16(wv, lo, hi);
-#if defined(KV_BF16)
-                svt[key * LD4 + part] = lo;
-#else
-                svt[key * LD4 + 2 * part] = lo;
-                svt[key * LD4 + 2 * part + 1] = hi;
-#endif
+            if (SAMEKV) { // K and V chunk i hold the same key and part
+                if (c < TK * CPK) {
+                    const uvec4 mk = uvec4(rok[i] ? ~0u : 0u);
+                    const int key = c / CPK, part = c % CPK;
+                    STAGE16(skt, LD4, key, part, rk[i] & mk);
+                    STAGE16(svt, LD4V, key, part, rv[i] & mk);
+                }
+            } else {
+                if (i < NCH && c < TK * CPK)
+                    STAGE16(skt, LD4, c / CPK, c % CPK, rk[i] & uvec4(rok[i] ? ~0u : 0u));
+                if (i < NCHV && c < TK * CPKV)
+                    STAGE16(svt, LD4V, c / CPKV, c % CPKV, rv[i] & uvec4(rokv[i] ? ~0u : 0u));
             }
         }
         UNROLL for (int i = 0; i < NSK; ++i) {
             const int key = lane + SG * i;
             if (key < TK) {
                 sks[key] = rsok[i] ? (HAS_SCALES ? KF * rks[i] : KF) : 0.0;
-                svs[key] = rsok[i] ? (HAS_SCALES ? rvs[i] : 1.0) : 0.0;
+                svs[key] = rsok[i] ? (HAS_SCALES ? (VPF != 1.0 ? rvs[i] * VPF : rvs[i]) : 1.0) : 0.0;
                 if (PAGED == 0) spos[key] = rpos[i];
             }
         }
@@ -675,14 +728,14 @@ void main() {
             if (rescale) {
                 coopmat<float, gl_ScopeSubgroup, 16, NR, gl_MatrixUseAccumulator> am;
                 coopMatLoad(am, ss, 0, NR, gl_CooperativeMatrixLayoutRowMajor);
-                UNROLL for (int j = 0; j < D / 16; ++j) oacc[j] = oacc[j] * am;
+                UNROLL for (int j = 0; j < DV / 16; ++j) oacc[j] = oacc[j] * am;
             }
             UNROLL for (int kt = 0; kt < KT; ++kt) {
                 coopmat<float16_t, gl_ScopeSubgroup, 16, NR, gl_MatrixUseB> pb;
                 coopMatLoad(pb, sp, kt * 16, LDP, gl_CooperativeMatrixLayoutColumnMajor);
-                UNROLL for (int j = 0; j < D / 16; ++j) {
+                UNROLL for (int j = 0; j < DV / 16; ++j) {
                     coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> va;
-                    coopMatLoad(va, svt, kt * 16 * LD4 + j * 2, LD4, gl_CooperativeMatrixLayoutColumnMajor);
+                    coopMatLoad(va, svt, kt * 16 * LD4V + j * 2, LD4V, gl_CooperativeMatrixLayoutColumnMajor);
                     oacc[j] = coopMatMulAdd(va, pb, oacc[j]);
                 }
             }
@@ -691,13 +744,13 @@ void main() {
         UNROLL for (int i = 0; i < OPL; ++i) {
             const int e = lane + SG * i;
             if (e < OG) {
-                const int n = e / (D / 8), c = e % (D / 8);
+                const int n = e / (DV / 8), c = e % (DV / 8);
                 const float alpha = rescale ? ss[n] : 1.0;
                 float a[8];
                 UNROLL for (int u = 0; u < 8; ++u) a[u] = oacc[i * 8 + u] * alpha;
                 for (int key = 0; key < TK; ++key) {
                     const float p = float(sp[n * LDP + key]);
-                    const uvec4 vw = svt[key * LD4 + c];
+                    const uvec4 vw = svt[key * LD4V + c];
                     UNROLL for (int j = 0; j < 4; ++j) {
                         const vec2 vv = unpack2(vw[j]);
                         a[2 * j] += p * vv.x;
@@ -715,16 +768,19 @@ void main() {
     const int S = pc.num_splits;
     const int64_t slot0 = ((int64_t(b) * pc.hkv + g) * nrb + rb) * NR; // first row slot
 #if MATRIX
-    UNROLL for (int j = 0; j < D / 16; ++j)
-        coopMatStore(oacc[j], RefF32(pc.ws_o).v, uint((slot0 * S + split) * D + j * 16), uint(S * D),
+    UNROLL for (int j = 0; j < DV / 16; ++j) {
+        if (VPF != 1.0) oacc[j] = oacc[j] * float(1.0 / VPF);
+        coopMatStore(oacc[j], RefF32(pc.ws_o).v, uint((slot0 * S + split) * DV + j * 16), uint(S * DV),
                      gl_CooperativeMatrixLayoutColumnMajor);
+    }
 #else
     UNROLL for (int i = 0; i < OPL; ++i) {
         const int e = lane + SG * i;
         if (e < OG) {
-            const int n = e / (D / 8), c = e % (D / 8);
-            const int64_t at = ((slot0 + n) * S + split) * D + c * 8;
-            UNROLL for (int u = 0; u < 8; ++u) RefF32(qa_at(pc.ws_o, at + u, 4)).v[0] = oacc[i * 8 + u];
+            const int n = e / (DV / 8), c = e % (DV / 8);
+            const int64_t at = ((slot0 + n) * S + split) * DV + c * 8;
+            UNROLL for (int u = 0; u < 8; ++u)
+                RefF32(qa_at(pc.ws_o, at + u, 4)).v[0] = VPF != 1.0 ? oacc[i * 8 + u] * float(1.0 / VPF) : oacc[i * 8 + u];
         }
     }
 #endif

@@ -1,7 +1,10 @@
 #version 450
-// KV store (spec 2): writes new bf16 tokens into the cache in its format,
-// bit-identical to the CPU reference. One workgroup per (token, kv head,
-// K-or-V); threads stride over the head dim.
+// KV store (spec 2): writes new bf16 or f16 tokens (flag SRC_F16) into the
+// cache in its format, bit-identical to the CPU reference. One workgroup per
+// (token, kv head, K-or-V); threads stride over the row, D dims for K and Dv
+// for V (head_dim[w]). Source elements become f32 bit patterns in integer
+// arithmetic (exact, f16 subnormals included); nothing here touches float
+// arithmetic.
 //
 // Caches and scales are addressed through their views
 // (qattn_cache_kernel_view, qattn/backend.h): slot s is page s / page_rows,
@@ -11,7 +14,7 @@
 // skipped before anything is addressed; QATTN_CHECK_INDICES=1 makes the
 // core refuse such a call instead.
 //
-// Variants (defines): KV_BF16 | KV_FP8FN | KV_FP8FNUZ | KV_I8.
+// Variants (defines): KV_BF16 | KV_FP8FN | KV_FP8FNUZ | KV_FP8E5M2 | KV_I8.
 // Spec constants: 0 = workgroup size.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -20,7 +23,7 @@
 layout(local_size_x_id = 0) in;
 
 layout(push_constant, std430) uniform Push {
-    uint64_t src[2];      // k_new, v_new   [T, Hkv, D] bf16
+    uint64_t src[2];      // k_new [T, Hkv, D], v_new [T, Hkv, Dv], bf16 or f16
     uint64_t cache[2];    // k_cache, v_cache, rank 3 or 4
     uint64_t scale[2];    // k_scale, v_scale f32, rank 2 or 3 (0 for bf16)
     uint64_t slots;       // [T] i32
@@ -30,10 +33,19 @@ layout(push_constant, std430) uniform Push {
     uint row_stride[4];
     int src_stride[4];    // (k_new t, k_new h, v_new t, v_new h)
     int slots_stride;
-    int head_dim;
     int n_slots;
+    int head_dim[2];      // D (K), Dv (V)
+    int flags;            // FLAG_SRC_F16
     int pad_;
 } pc;
+
+#define FLAG_SRC_F16 1    // k_new and v_new are f16 (else bf16)
+
+// Source element d of the row as f32 bits (flag uniform, read once).
+uint src_bits(uint64_t src, int d, bool f16) {
+    const uint h = uint(RefU16(src).v[d]);
+    return f16 ? qa_f16_bits_to_f32_bits(h) : h << 16;
+}
 
 // Element offset of (slot, head g) in view i: page and head bases in 64
 // bits, the row inside the page in 32.
@@ -53,15 +65,21 @@ void main() {
     const uint64_t src = qa_at(pc.src[w], int64_t(t) * pc.src_stride[2 * w] +
                                               int64_t(g) * pc.src_stride[2 * w + 1], 2);
     const int64_t crow = view_offset(w, uint(slot), uint(g));
+    const int n = pc.head_dim[w];
+    const bool f16 = (pc.flags & FLAG_SRC_F16) != 0;
 #if defined(KV_BF16)
     const uint64_t dst = qa_at(pc.cache[w], crow, 2);
-    for (int d = tid; d < pc.head_dim; d += nt) RefU16(dst).v[d] = RefU16(src).v[d];
+    if (f16) {
+        for (int d = tid; d < n; d += nt) RefU16(dst).v[d] = uint16_t(qa_f32_to_bf16(uintBitsToFloat(src_bits(src, d, true))));
+    } else {
+        for (int d = tid; d < n; d += nt) RefU16(dst).v[d] = RefU16(src).v[d];
+    }
 #else
     // amax over the row on f32 bit patterns: |x| compares like its bits.
     // NaN is skipped, as the reference's comparison skips it.
     uint amax = 0u;
-    for (int d = tid; d < pc.head_dim; d += nt) {
-        uint mag = (uint(RefU16(src).v[d]) << 16) & 0x7FFFFFFFu;
+    for (int d = tid; d < n; d += nt) {
+        uint mag = src_bits(src, d, f16) & 0x7FFFFFFFu;
         if (mag <= 0x7F800000u) amax = max(amax, mag);
     }
     amax = subgroupMax(amax);
@@ -73,15 +91,19 @@ void main() {
     const uint fmax_bits = 0x42FE0000u; // 127
 #elif defined(KV_FP8FNUZ)
     const uint fmax_bits = 0x43700000u; // 240
+#elif defined(KV_FP8E5M2)
+    const uint fmax_bits = 0x47600000u; // 57344
 #else
     const uint fmax_bits = 0x43E00000u; // 448
 #endif
     const uint scale = amax == 0u ? 0x3F800000u : qa_div_rn(amax, fmax_bits);
     const uint64_t dst = qa_at(pc.cache[w], crow, 1);
-    for (int d = tid; d < pc.head_dim; d += nt) {
-        uint y = qa_div_rn(uint(RefU16(src).v[d]) << 16, scale);
+    for (int d = tid; d < n; d += nt) {
+        uint y = qa_div_rn(src_bits(src, d, f16), scale);
 #if defined(KV_I8)
         uint code = qa_f32_to_i8(y);
+#elif defined(KV_FP8E5M2)
+        uint code = qa_f32_to_e5m2(y);
 #else
         uint code = qa_f32_to_fp8(y, QA_FNUZ);
 #endif

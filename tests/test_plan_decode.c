@@ -1192,6 +1192,7 @@ static const char *dtype_tag(qattn_dtype dt) {
     case QATTN_BF16: return "bf16";
     case QATTN_FP8_E4M3FN: return "fp8fn";
     case QATTN_FP8_E4M3FNUZ: return "fp8fnuz";
+    case QATTN_FP8_E5M2: return "fp8e5m2";
     case QATTN_I8: return "i8";
     default: return "?";
     }
@@ -1220,8 +1221,9 @@ static void check_launch(const qattn_device_caps *c, shape s, qattn_decode_varia
     if (strcmp(l.shader, name) != 0) print_error("shader %s, expected %s\n", l.shader, name);
     EXPECT(strcmp(l.shader, name) == 0);
     EXPECT(qattn_vk_has_shader(l.shader));
-    /* spec constants by constant_id: local_size_x, D, R, QH, NR, SG */
-    EXPECT_EQ(l.n_spec, 9);
+    /* spec constants by constant_id: local_size_x, D, R, QH, NR, SG, load
+     * bytes, keys per tile, page_tiled, Dv */
+    EXPECT_EQ(l.n_spec, 10);
     EXPECT_EQ(l.spec[0], p->workgroup_size);
     EXPECT_EQ(l.spec[1], p->head_dim);
     EXPECT_EQ(l.spec[2], p->rows);
@@ -1231,6 +1233,7 @@ static void check_launch(const qattn_device_caps *c, shape s, qattn_decode_varia
     EXPECT_EQ(l.spec[6], p->load_bytes);
     EXPECT_EQ(l.spec[7], p->keys_per_tile);
     EXPECT_EQ(l.spec[8], p->page_tiled);
+    EXPECT_EQ(l.spec[9], p->head_dim_v);
     EXPECT_EQ(l.subgroup_size, p->subgroup_size);
     for (int i = 0; i < 3; ++i) {
         EXPECT_EQ(l.grid[i], p->grid[i]);
