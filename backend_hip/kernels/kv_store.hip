@@ -69,8 +69,10 @@ QH_DEV void kv_store(const qh_kv_store_params &p) {
             const float y = x_at(src, d) / scale;
             uint32_t code;
             if constexpr (FMT == QH_I8) {
+                /* int8 has no NaN: a NaN stores 0, as in the reference (fmax
+                 * would turn it into -127) */
                 const float r = qh_fminf(qh_fmaxf(qh_rintf(y), -127.0f), 127.0f);
-                code = (uint32_t)(uint8_t)(int8_t)r;
+                code = qh_isnan(y) ? 0u : (uint32_t)(uint8_t)(int8_t)r;
             } else {
                 code = qh_f32_to_fp8<FMT>(y);
             }

@@ -207,7 +207,7 @@ int main(void) {
                                             const qattn_status s = qattn_decode_plan_compute(&t.caps, &args, &o, &p, err, sizeof err);
                                             /* regs: 8-bit caches of D 64 and 128 (pages of
                                              * 16 and 16-byte rows: every case here) */
-                                            const int regs_fits = dts[a] != QATTN_BF16 && D == Dv && D <= 128 && D >= 64 &&
+                                            const int regs_fits = dts[a] != QATTN_BF16 && D == Dv && (D == 64 || D == 128) &&
                                                                   (t.caps.features & QATTN_FEAT_FRAGMENT_LAYOUT);
                                             if (s == QATTN_ERR_VARIANT_GATE) {
                                                 /* pinned matrix for bf16, pinned regs outside its gate */
