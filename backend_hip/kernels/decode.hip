@@ -12,7 +12,11 @@
  * D 256 kernels a VGPR (hip_qualify_code_objects), and it buys no speed
  * through Vulkan either (docs/perf_decode_notes.md).
  *
- * qattn_decode_tiled_<simt|matrix>_<kv>_d<D>  (stage 1)
+ * qattn_decode_tiled_<simt|matrix>_<kv>_<d<D>|g<M>>  (stage 1)
+ *   _d<D>: head dims D = Dv = D compiled in (64, 128, 256); _g<M>: the
+ *   generic kernel for any other D (q, K) and Dv (V, o), multiples of 16
+ *   with max(D, Dv) <= M, read from the parameter block. q is bf16 or f16
+ *   (t.flags); kv formats bf16, int8, fp8 e4m3fn / e4m3fnuz / e5m2.
  *   One workgroup is one wave (QH_WAVE lanes = plan.workgroup_size) and
  *   handles one (split, kv head, block of QH query heads, request): grid
  *   (num_splits, kv heads x head blocks, batch). Its ROWS = QH * R query rows
@@ -24,8 +28,8 @@
  *        PREF below) are decoded to f16 in LDS: fp8 by
  *        shifts and masks, two codes per integer operation, exact (the power
  *        of two left over, 2^8 fn / 2^7 fnuz, is folded into the per-key
- *        scales and the merge's vf); int8 by the 1024 + c trick, exact; bf16
- *        stays raw (simt only);
+ *        scales and the merge's vf; an e5m2 code is its f16's top byte);
+ *        int8 by the 1024 + c trick, exact; bf16 stays raw (simt only);
  *     2. S^T (16 keys x NR rows) on the matrix unit (matrix: MFMA f16 on
  *        gfx942, WMMA f16 on gfx12, nvcuda::wmma on the NVIDIA twin) or by
  *        lanes (simt), q held as f16 with a per-row power of two;
@@ -33,18 +37,19 @@
  *        TK / (wave / 16) keys, so each lane keeps one running max and sum):
  *        per-key scales, soft cap,
  *        masks, running max m and partial sums l, P^T = p * v_scale in f16
- *        and per row the factor alpha;
+ *        (e5m2: times 2^8, taken back from the partials: PSF below) and
+ *        per row the factor alpha;
  *     4. O^T = O^T * alpha + V^T P^T.
  *   Every workgroup writes its unnormalised O^T (staged dim order), m and l
- *   for all NR row slots to the workspace: o [slot][split][D] f32 at
+ *   for all NR row slots to the workspace: o [slot][split][Dv] f32 at
  *   plan.partial_o_offset, (m, l) [slot][split][2] at partial_ml_offset.
  *   LDS is dynamic: exactly plan.shared_bytes (QH_DEC_LDS_BYTES).
  *
  * qattn_decode_merge
  *   One workgroup of plan.merge_workgroup_size threads per output row and
- *   chunk of plan.merge_dims staged dims (grid: G * R * D / merge_dims, kv
+ *   chunk of plan.merge_dims staged dims (grid: G * R * Dv / merge_dims, kv
  *   heads, batch) combines the splits with the sink, writes its dims of o in
- *   bf16 (dims back in order) and, the first chunk, the LSE.
+ *   bf16 or f16 (m.flags; dims back in order) and, the first chunk, the LSE.
  *
  * Indices read from memory are bounded before anything is addressed (spec 2,
  * as the reference's visible_slots): key p of request b exists only where
@@ -196,11 +201,11 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
      * P^T = p * v_scale * PSF keeps them in f16's normal range as fn's are,
      * and the partials take 1 / PSF back (exact powers of two). */
     constexpr float PSF = FMT == QH_E5M2 ? 256.0f : 1.0f;
-    /* Generic kernels: the run-time dims and everything formed from them
-     * (LDS offsets, row lengths) live in vector registers, where the wave
-     * has room, not in the scalar ones the loop's addresses need (they
-     * spill otherwise); the fragment counts stay scalar (uniform branches). */
-    constexpr bool GVEC = GEN && QH_WAVE == 64; /* wave32 runs out of vector registers first */
+    /* Generic kernels on wave64: the run-time dims and everything formed
+     * from them (LDS offsets, row lengths) live in vector registers, where
+     * the wave has room, not in the scalar ones the loop's addresses need
+     * (they spill otherwise). Wave32 runs out of vector registers first. */
+    constexpr bool GVEC = GEN && QH_WAVE == 64;
     const int D = GEN ? dec_vreg<GVEC>(p.head_dim) : DKM, DV = GEN ? dec_vreg<GVEC>(p.head_dim_v) : DVM;
     const int NKF = D / 16, NVF = DV / 16; /* 16-dim fragments of q/K and of V */
     const int CPKK = dec_vreg<GVEC>(D * ES / 16), CPKV = dec_vreg<GVEC>(DV * ES / 16); /* 16-byte chunks per K / V row */
