@@ -2,7 +2,8 @@
 # Builds, on this (build) machine, what backend_hip/device-run-hip.sh runs on
 # the GPU machine (an NVIDIA H200): the HIP backend on its NVIDIA platform
 # (kernels by nvcc, host side against the CUDA runtime), statically linked
-# into qattn_parity, qattn_big_cache, qattn_hip_twin_plans, qattn_hip_graph and qattn-bench, copied to
+# into qattn_parity, qattn_big_cache, qattn_hip_twin_plans, qattn_hip_graph, qattn_hip_kv_store_axes and
+# qattn-bench, copied to
 # .devbuild/hipbin (git-ignored; pass it to the device call with carry).
 # Needs nvcc (CUDA 13 here: /usr/local/cuda); the cmocka tests are left out
 # when the host has no cmocka. Runs on the host, not in the Debian 13 root,
@@ -13,9 +14,11 @@ CUDA=${CUDA:-/usr/local/cuda}
 cmake -S . -B .devbuild/hip -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
       -DQATTN_VULKAN=OFF -DQATTN_HIP=ON -DQATTN_HIP_PLATFORM=nvidia -DCUDAToolkit_ROOT="$CUDA" \
       -DQATTN_REQUIRE_CMOCKA=OFF >/dev/null
-cmake --build .devbuild/hip -j "$(nproc)" --target qattn_parity qattn_big_cache qattn_hip_twin_plans qattn_hip_graph qattn-bench
+cmake --build .devbuild/hip -j "$(nproc)" --target qattn_parity qattn_big_cache qattn_hip_twin_plans qattn_hip_graph \
+      qattn_hip_kv_store_axes qattn-bench
 mkdir -p .devbuild/hipbin
 cp .devbuild/hip/tests/qattn_parity .devbuild/hip/tests/qattn_big_cache .devbuild/hip/tests/qattn_hip_twin_plans .devbuild/hip/tests/qattn_hip_graph \
+   .devbuild/hip/tests/qattn_hip_kv_store_axes \
    .devbuild/hip/bench/qattn-bench .devbuild/hipbin/
 # The Python package loads shared libraries through ctypes: the same
 # backend, shared, in .devbuild/hipbin/lib (real files under their sonames,

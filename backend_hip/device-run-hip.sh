@@ -32,6 +32,11 @@ step parity "${PARITY_LIMIT:-120}" "$B/qattn_parity" --backend hip
 # so a matrix-path failure above is told apart from a tiling one
 step parity_simt 60 "$B/qattn_parity" --backend hip --op decode --variant simt
 step twin 60 "$B/qattn_hip_twin_plans"
+# the tiled matrix kernels where AUTO plans regs (8-bit caches of D 64 / 128),
+# the generic (D, Dv) and e5m2 kernels included
+step parity_matrix 60 "$B/qattn_parity" --backend hip --op decode --variant matrix
+# the KV store over the formats, bf16/f16 sources and head dims, bit-exact
+step kv_store_axes 30 "$B/qattn_hip_kv_store_axes"
 # decode + KV store + MQA captured in a CUDA graph on the caller's stream
 step graph 60 "$B/qattn_hip_graph"
 step bench_quick 60 "$B/qattn-bench" --backend hip --iters 20 --json "$OUT/hip_bench_quick.json"

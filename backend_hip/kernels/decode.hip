@@ -12,7 +12,11 @@
  * D 256 kernels a VGPR (hip_qualify_code_objects), and it buys no speed
  * through Vulkan either (docs/perf_decode_notes.md).
  *
- * qattn_decode_tiled_<simt|matrix>_<kv>_d<D>  (stage 1)
+ * qattn_decode_tiled_<simt|matrix>_<kv>_<d<D>|g<M>>  (stage 1)
+ *   _d<D>: head dims D = Dv = D compiled in (64, 128, 256); _g<M>: the
+ *   generic kernel for any other D (q, K) and Dv (V, o), multiples of 16
+ *   with max(D, Dv) <= M, read from the parameter block. q is bf16 or f16
+ *   (t.flags); kv formats bf16, int8, fp8 e4m3fn / e4m3fnuz / e5m2.
  *   One workgroup is one wave (QH_WAVE lanes = plan.workgroup_size) and
  *   handles one (split, kv head, block of QH query heads, request): grid
  *   (num_splits, kv heads x head blocks, batch). Its ROWS = QH * R query rows
@@ -24,8 +28,8 @@
  *        PREF below) are decoded to f16 in LDS: fp8 by
  *        shifts and masks, two codes per integer operation, exact (the power
  *        of two left over, 2^8 fn / 2^7 fnuz, is folded into the per-key
- *        scales and the merge's vf); int8 by the 1024 + c trick, exact; bf16
- *        stays raw (simt only);
+ *        scales and the merge's vf; an e5m2 code is its f16's top byte);
+ *        int8 by the 1024 + c trick, exact; bf16 stays raw (simt only);
  *     2. S^T (16 keys x NR rows) on the matrix unit (matrix: MFMA f16 on
  *        gfx942, WMMA f16 on gfx12, nvcuda::wmma on the NVIDIA twin) or by
  *        lanes (simt), q held as f16 with a per-row power of two;
@@ -33,18 +37,19 @@
  *        TK / (wave / 16) keys, so each lane keeps one running max and sum):
  *        per-key scales, soft cap,
  *        masks, running max m and partial sums l, P^T = p * v_scale in f16
- *        and per row the factor alpha;
+ *        (e5m2: times 2^8, taken back from the partials: PSF below) and
+ *        per row the factor alpha;
  *     4. O^T = O^T * alpha + V^T P^T.
  *   Every workgroup writes its unnormalised O^T (staged dim order), m and l
- *   for all NR row slots to the workspace: o [slot][split][D] f32 at
+ *   for all NR row slots to the workspace: o [slot][split][Dv] f32 at
  *   plan.partial_o_offset, (m, l) [slot][split][2] at partial_ml_offset.
  *   LDS is dynamic: exactly plan.shared_bytes (QH_DEC_LDS_BYTES).
  *
  * qattn_decode_merge
  *   One workgroup of plan.merge_workgroup_size threads per output row and
- *   chunk of plan.merge_dims staged dims (grid: G * R * D / merge_dims, kv
+ *   chunk of plan.merge_dims staged dims (grid: G * R * Dv / merge_dims, kv
  *   heads, batch) combines the splits with the sink, writes its dims of o in
- *   bf16 (dims back in order) and, the first chunk, the LSE.
+ *   bf16 or f16 (m.flags; dims back in order) and, the first chunk, the LSE.
  *
  * Indices read from memory are bounded before anything is addressed (spec 2,
  * as the reference's visible_slots): key p of request b exists only where
@@ -135,7 +140,11 @@ template <int FMT> QH_DEV void dec_decode16(const qh_u32x4 &w4, uint32_t o[8]) {
     const uint32_t w[4] = {w4.x, w4.y, w4.z, w4.w};
     for (int j = 0; j < 4; ++j) {
         const uint32_t x = w[j];
-        if constexpr (FMT == QH_I8) {
+        if constexpr (FMT == QH_E5M2) {
+            /* an e5m2 code is the top byte of its f16: exact, no factor */
+            o[2 * j] = (x << 8) & 0xFF00FF00u; /* codes 0, 2 */
+            o[2 * j + 1] = x & 0xFF00FF00u;    /* codes 1, 3 */
+        } else if constexpr (FMT == QH_I8) {
             /* (c ^ 0x80) | 0x6400 is the f16 1024 + c + 128: exact; 1152 is
              * subtracted in f16 (exact too) */
             o[2 * j] = qh_f16x2_sub(((x & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u, 1152.0f);
@@ -179,23 +188,41 @@ QH_DEV float dec_row_sum(float x) {
 /* ======================================================================
  * Stage 1
  * ====================================================================== */
-template <int FMT, int D, int MAT>
+/* DKM, DVM: the head dims of q/K and of V/o, exactly (GEN false), or the
+ * bounds of the run-time dims p.head_dim, p.head_dim_v (GEN true: the
+ * generic kernels). Every loop over dims runs to the bound with a uniform
+ * guard, so the exact kernels fold to their constants. */
+template <int FMT, int DKM, int DVM, int MAT, bool GEN>
 QH_DEV void decode_tiled(const qh_decode_params &p) {
     constexpr int ES = FMT == QH_BF16 ? 2 : 1;
     constexpr bool PERM = FMT != QH_BF16;
     constexpr float KF = FMT == QH_FNUZ ? 128.0f : FMT == QH_FN ? 256.0f : 1.0f;
-    constexpr int CPK = D * ES / 16;                /* 16-byte chunks per cache row */
-    constexpr int NCH = (TK * CPK + SG - 1) / SG;   /* chunks per lane per tile and tensor */
-    constexpr int LD4 = QH_DEC_LD4(D);              /* 16-byte words per staged row */
-    constexpr int LW = LD4 * 4;                     /* 32-bit words per staged row */
+    /* e5m2's v scales (amax / 57344 from the KV store) are 2^7 below fn's:
+     * P^T = p * v_scale * PSF keeps them in f16's normal range as fn's are,
+     * and the partials take 1 / PSF back (exact powers of two). */
+    constexpr float PSF = FMT == QH_E5M2 ? 256.0f : 1.0f;
+    /* Generic kernels on wave64: the run-time dims and everything formed
+     * from them (LDS offsets, row lengths) live in vector registers, where
+     * the wave has room, not in the scalar ones the loop's addresses need
+     * (they spill otherwise). Wave32 runs out of vector registers first. */
+    constexpr bool GVEC = GEN && QH_WAVE == 64;
+    const int D = GEN ? dec_vreg<GVEC>(p.head_dim) : DKM, DV = GEN ? dec_vreg<GVEC>(p.head_dim_v) : DVM;
+    const int NKF = D / 16, NVF = DV / 16; /* 16-dim fragments of q/K and of V */
+    const int CPKK = dec_vreg<GVEC>(D * ES / 16), CPKV = dec_vreg<GVEC>(DV * ES / 16); /* 16-byte chunks per K / V row */
+    constexpr int NCHK = (TK * (DKM * ES / 16) + SG - 1) / SG; /* chunks per lane per tile, at most */
+    constexpr int NCHV = (TK * (DVM * ES / 16) + SG - 1) / SG;
+    constexpr int NCH = NCHK > NCHV ? NCHK : NCHV;
+    const int LD4K = dec_vreg<GVEC>(QH_DEC_LD4(D)), LD4V = dec_vreg<GVEC>(QH_DEC_LD4(DV)); /* 16-byte words per staged row */
+    const int LWK = LD4K * 4, LWV = LD4V * 4;              /* 32-bit words per staged row */
+    (void)LWV; /* the AMD paths index V by it */
     constexpr int LDP = QH_DEC_LDP;                 /* f16 per row of P^T */
     /* softmax: lane l owns row l % 16 and keys KPL (l / 16) .. + KPL - 1 */
     constexpr int LPR = SG / QH_DEC_MAX_NR;         /* lanes per softmax row */
     constexpr int KPL = TK / LPR;                   /* keys per lane in the softmax */
     static_assert(KPL * LPR == TK && KPL % 2 == 0, "softmax mapping");
     constexpr bool HAS_SCALES = FMT != QH_BF16;
-    constexpr bool VREG = QH_WAVE == 64 || MAT == 0; /* dec_vreg: the views' strides */
-    constexpr bool VREG2 = QH_WAVE == 64 || (MAT == 0 && D < 256); /* the softmax's scalars */
+    constexpr bool VREG = QH_WAVE == 64 || MAT == 0 || GEN; /* dec_vreg: the views' strides */
+    constexpr bool VREG2 = QH_WAVE == 64 || (MAT == 0 && DKM < 256) || GEN; /* the softmax's scalars */
     static_assert(MAT == 0 || FMT != QH_BF16, "bf16 caches stay simt");
 
     /* matrix: 16 row slots (the shape the kernels issue; the host checks
@@ -205,19 +232,19 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     QH_DYN_LDS(lds_);
     /* simt: the offsets depend on the run-time row count; held in vector
      * registers, the scalar ones are what the loop's addresses need */
-    unsigned char *lds = lds_ + (MAT ? 0 : qh_as_vector(0));
+    unsigned char *lds = lds_ + (MAT && !GEN ? 0 : qh_as_vector(0));
     qh_u32x4 *sq4 = (qh_u32x4 *)lds;                             /* q rows, f16 * 2^e */
     uint32_t *sq = (uint32_t *)lds;
-    qh_u32x4 *skt4 = (qh_u32x4 *)(lds + QH_DEC_OFF_SKT(D, NR)); /* K tile */
+    qh_u32x4 *skt4 = (qh_u32x4 *)(lds + QH_DEC_OFF_SKT(D, DV, NR)); /* K tile */
     uint32_t *skt = (uint32_t *)skt4;
-    qh_u32x4 *svt4 = (qh_u32x4 *)(lds + QH_DEC_OFF_SVT(D, NR)); /* V tile */
+    qh_u32x4 *svt4 = (qh_u32x4 *)(lds + QH_DEC_OFF_SVT(D, DV, NR)); /* V tile */
     uint32_t *svt = (uint32_t *)svt4;
-    float *ss = (float *)(lds + QH_DEC_OFF_SS(D, NR));          /* S^T [key][row], then alpha */
-    float *sqf = (float *)(lds + QH_DEC_OFF_SQF(D, NR));        /* 2^-e of each row */
-    float *sks = (float *)(lds + QH_DEC_OFF_SKS(D, NR));        /* k scale * KF (0: no key) */
-    float *svs = (float *)(lds + QH_DEC_OFF_SVS(D, NR));        /* v scale */
-    int32_t *spos = (int32_t *)(lds + QH_DEC_OFF_SPOS(D, NR));  /* key position, -1: none */
-    uint16_t *sp = (uint16_t *)(lds + QH_DEC_OFF_SP(D, NR));    /* P^T [row][key] f16 */
+    float *ss = (float *)(lds + QH_DEC_OFF_SS(D, DV, NR));          /* S^T [key][row], then alpha */
+    float *sqf = (float *)(lds + QH_DEC_OFF_SQF(D, DV, NR));        /* 2^-e of each row */
+    float *sks = (float *)(lds + QH_DEC_OFF_SKS(D, DV, NR));        /* k scale * KF (0: no key) */
+    float *svs = (float *)(lds + QH_DEC_OFF_SVS(D, DV, NR));        /* v scale */
+    int32_t *spos = (int32_t *)(lds + QH_DEC_OFF_SPOS(D, DV, NR));  /* key position, -1: none */
+    uint16_t *sp = (uint16_t *)(lds + QH_DEC_OFF_SP(D, DV, NR));    /* P^T [row][key] f16 */
 
     const int lane = (int)qh_lane();
     const int split = (int)qh_bid_x();
@@ -251,13 +278,15 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     const int32_t kb = (int32_t)qh_min(qh_max(s0, lo_all), (int64_t)INT32_MAX);
     const int32_t ke = (int32_t)qh_min(s1, hi_all + 1);
 
-    /* ---- q rows -> f16 with a per-row power of two ---- */
+    /* ---- q rows (bf16 or f16) -> f16 with a per-row power of two ---- */
+    const bool q_f16 = (p.t.flags & QATTN_DECODE_TILE_Q_F16) != 0;
+    auto q_at = [&](const uint16_t *qr, int d) { return q_f16 ? qh_f16_to_f32(qr[d]) : qh_bf16_to_f32(qr[d]); };
     for (int n = 0; n < NR; ++n) {
         const bool real = n < ROWS;
         const int h = h0 + n / R, r = n % R;
         const uint16_t *qr = p.t.q + (int64_t)b * p.t.q_sb + (int64_t)r * p.t.q_sr + (int64_t)h * p.t.q_sh;
         float mx = 0.0f;
-        for (int d = lane; d < D && real; d += SG) mx = qh_fmaxf(mx, qh_fabsf(qh_bf16_to_f32(qr[d])));
+        for (int d = lane; d < D && real; d += SG) mx = qh_fmaxf(mx, qh_fabsf(q_at(qr, d)));
         mx = qh_wave_max(mx);
         const int e = mx > 0.0f ? 15 - dec_frexp_exp(mx) : 0; /* mx * 2^e in [2^14, 2^15) */
         if (lane == 0) sqf[n] = real ? dec_ldexp(1.0f, -e) : 0.0f;
@@ -268,11 +297,11 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
                 for (int u = 0; u < 2; ++u) {
                     const int spo = c * 8 + 2 * j + u;
                     const int dm = PERM ? dec_perm(spo) : spo;
-                    hv[u] = real ? qh_f32_to_f16(dec_ldexp(qh_bf16_to_f32(qr[dm]), e)) : 0u;
+                    hv[u] = real ? qh_f32_to_f16(dec_ldexp(q_at(qr, dm), e)) : 0u;
                 }
                 wq[j] = hv[0] | (hv[1] << 16);
             }
-            sq4[n * LD4 + c] = qh_u32x4{wq[0], wq[1], wq[2], wq[3]};
+            sq4[n * LD4K + c] = qh_u32x4{wq[0], wq[1], wq[2], wq[3]};
         }
     }
 
@@ -288,24 +317,28 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
 
     /* output accumulators */
 #if QH_DEC_HAVE_MATRIX && defined(QH_NVIDIA)
-    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> oacc_nv[MAT ? D / 16 : 1];
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> oacc_nv[MAT ? DVM / 16 : 1];
     if constexpr (MAT)
-        for (int j = 0; j < D / 16; ++j) nvcuda::wmma::fill_fragment(oacc_nv[j], 0.0f);
+        for (int j = 0; j < DVM / 16; ++j) nvcuda::wmma::fill_fragment(oacc_nv[j], 0.0f);
 #endif
 #if QH_DEC_HAVE_MATRIX && defined(QH_GFX942)
     constexpr int AV = 4; /* accumulator values per lane per fragment */
 #else
     constexpr int AV = 8;
 #endif
-    constexpr int OG = (D / 8) * QH_DEC_MAX_NR;
+    constexpr int OG = (DVM / 8) * QH_DEC_MAX_NR;
     constexpr int OPLM = (OG + SG - 1) / SG;
     /* simt: lanes own groups of 8 output dims of one row (group e = lane +
      * SG * i); matrix (AMD): the fragments' accumulators */
-    constexpr int NACC = MAT ? (D / 16) * AV : OPLM * 8;
+    constexpr int NACC = MAT ? (DVM / 16) * AV : OPLM * 8;
     float oacc[NACC];
 #pragma unroll
     for (int i = 0; i < NACC; ++i) oacc[i] = 0.0f;
-    const int og = (D / 8) * NR, opl = (og + SG - 1) / SG;
+    /* simt output groups: row n, 8 dims c; the generic kernels lay them out
+     * by the bound (a compile-time divisor: a run-time one per group would
+     * hold registers across the loop) and skip the groups past Dv */
+    const int GPR = GEN ? DVM / 8 : DV / 8; /* groups per row */
+    const int og = GPR * NR, opl = (og + SG - 1) / SG;
 
     /* ---- the tile loop. Loads are software-pipelined: the page ids of
      * tile t + 2 and the data of tile t + 1 are in flight while tile t is
@@ -315,13 +348,16 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
      * and staged at the top of the iteration, one or two chunks at a time (page ids
      * still one tile ahead). Every address is formed from bounded indices
      * (a select, not a branch). ---- */
-    constexpr bool PREF = NCH <= 4;
-    constexpr int NB = PREF ? NCH : D * ES >= 512 ? 1 : 2; /* chunks per lane held in registers */
-    constexpr int NBATCH = (NCH + NB - 1) / NB;
+    /* (the generic simt kernels load at the top of each tile: their
+     * run-time row lengths leave no scalar registers for loads in flight) */
+    constexpr bool PREF = NCH <= 4 && !(GEN && MAT == 0);
+    constexpr int NB = PREF ? NCH : (DKM > DVM ? DKM : DVM) * ES >= 512 ? 1 : 2; /* chunks per lane held in registers */
+    constexpr int NBATCH = (NCH + NB - 1) / NB; /* at most; batches past the dims load nothing new */
     int32_t npage = 0, nrow = 0, nok = 0;     /* key `lane` of the next tile (page ids) */
     int32_t kp = 0, kr = 0, kk = 0;           /* key `lane` of the tile being loaded */
     qh_u32x4 rk[NB], rv[NB];
     uint32_t rok[NB];                         /* a chunk's key exists: its words are kept at staging */
+    uint32_t rokv[NB];                        /* the same for V's chunks (generic kernels) */
     float rks = 0.0f, rvs = 0.0f;             /* raw scales of key `lane` */
     int32_t rpos = -1;
     const int vec = p.load_bytes;
@@ -367,18 +403,50 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
 #pragma unroll
         for (int i = 0; i < NB; ++i) {
             const int c = lane + SG * (NB * bt + i);
-            const int key = qh_min(c / CPK, TK - 1);
-            const int32_t page = (int32_t)qh_shfl_u32((uint32_t)kp, (uint32_t)key);
-            const int32_t row = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)key);
-            const bool ok = qh_shfl_u32((uint32_t)kk, (uint32_t)key) != 0u && c < TK * CPK;
-            const uint32_t part = (uint32_t)(c % CPK) * 16u;
-            /* the element offset from the head's base fits 32 bits (caches
-             * below 2^32 elements); its bytes need not (bf16 past 4 GiB) */
-            const uint64_t ko = ok ? (uint64_t)((uint32_t)page * k_ps + (uint32_t)row * k_rs) * ES + part : 0u;
-            const uint64_t vo = ok ? (uint64_t)((uint32_t)page * v_ps + (uint32_t)row * v_rs) * ES + part : 0u;
-            rk[i] = dec_load16(kbase + ko, vec);
-            rv[i] = dec_load16(vbase + vo, vec);
-            rok[i] = ok ? 0xFFFFFFFFu : 0u;
+            if constexpr (!GEN) { /* K and V rows of one length: chunk c is one key's in both */
+                const int key = qh_min(c / CPKK, TK - 1);
+                const int32_t page = (int32_t)qh_shfl_u32((uint32_t)kp, (uint32_t)key);
+                const int32_t row = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)key);
+                const bool ok = qh_shfl_u32((uint32_t)kk, (uint32_t)key) != 0u && c < TK * CPKK;
+                const uint32_t part = (uint32_t)(c % CPKK) * 16u;
+                /* the element offset from the head's base fits 32 bits (caches
+                 * below 2^32 elements); its bytes need not (bf16 past 4 GiB) */
+                const uint64_t ko = ok ? (uint64_t)((uint32_t)page * k_ps + (uint32_t)row * k_rs) * ES + part : 0u;
+                const uint64_t vo = ok ? (uint64_t)((uint32_t)page * v_ps + (uint32_t)row * v_rs) * ES + part : 0u;
+                rk[i] = dec_load16(kbase + ko, vec);
+                rv[i] = dec_load16(vbase + vo, vec);
+                rok[i] = ok ? 0xFFFFFFFFu : 0u;
+            } else { /* D and Dv may differ: each tensor's chunk c has its own key */
+                const int keyk = qh_min(c / CPKK, TK - 1), keyv = qh_min(c / CPKV, TK - 1);
+                const int32_t pagek = (int32_t)qh_shfl_u32((uint32_t)kp, (uint32_t)keyk);
+                const int32_t rowk = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)keyk);
+                const bool okk = qh_shfl_u32((uint32_t)kk, (uint32_t)keyk) != 0u && c < TK * CPKK;
+                const int32_t pagev = (int32_t)qh_shfl_u32((uint32_t)kp, (uint32_t)keyv);
+                const int32_t rowv = (int32_t)qh_shfl_u32((uint32_t)kr, (uint32_t)keyv);
+                const bool okv = qh_shfl_u32((uint32_t)kk, (uint32_t)keyv) != 0u && c < TK * CPKV;
+                const uint64_t ko =
+                    okk ? (uint64_t)((uint32_t)pagek * k_ps + (uint32_t)rowk * k_rs) * ES + (uint32_t)(c % CPKK) * 16u : 0u;
+                const uint64_t vo =
+                    okv ? (uint64_t)((uint32_t)pagev * v_ps + (uint32_t)rowv * v_rs) * ES + (uint32_t)(c % CPKV) * 16u : 0u;
+                rk[i] = dec_load16(kbase + ko, vec);
+                rv[i] = dec_load16(vbase + vo, vec);
+                rok[i] = okk ? 0xFFFFFFFFu : 0u;
+                rokv[i] = okv ? 0xFFFFFFFFu : 0u;
+            }
+        }
+    };
+    /* One decoded chunk (16 cache bytes, masked) into row `key`, chunk
+     * `part` of a staged tile. */
+    auto stage_chunk = [&](qh_u32x4 *dst4, int ld4, int key, int part, const qh_u32x4 &w, uint32_t mk) {
+        /* per component: a select of whole structs goes through scratch */
+        const qh_u32x4 wm = qh_u32x4{w.x & mk, w.y & mk, w.z & mk, w.w & mk};
+        if constexpr (FMT == QH_BF16) {
+            dst4[key * ld4 + part] = wm;
+        } else {
+            uint32_t o[8];
+            dec_decode16<FMT>(wm, o);
+            dst4[key * ld4 + 2 * part] = qh_u32x4{o[0], o[1], o[2], o[3]};
+            dst4[key * ld4 + 2 * part + 1] = qh_u32x4{o[4], o[5], o[6], o[7]};
         }
     };
     /* Decodes the loaded chunks of batch bt into the K and V tiles; the
@@ -387,23 +455,15 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
 #pragma unroll
         for (int i = 0; i < NB; ++i) {
             const int c = lane + SG * (NB * bt + i);
-            if (c < TK * CPK) {
-                const int key = c / CPK, part = c % CPK;
-                const uint32_t mk = rok[i]; /* per component: a select of whole structs goes through scratch */
-                const qh_u32x4 wk = qh_u32x4{rk[i].x & mk, rk[i].y & mk, rk[i].z & mk, rk[i].w & mk};
-                const qh_u32x4 wv = qh_u32x4{rv[i].x & mk, rv[i].y & mk, rv[i].z & mk, rv[i].w & mk};
-                if constexpr (FMT == QH_BF16) {
-                    skt4[key * LD4 + part] = wk;
-                    svt4[key * LD4 + part] = wv;
-                } else {
-                    uint32_t o[8];
-                    dec_decode16<FMT>(wk, o);
-                    skt4[key * LD4 + 2 * part] = qh_u32x4{o[0], o[1], o[2], o[3]};
-                    skt4[key * LD4 + 2 * part + 1] = qh_u32x4{o[4], o[5], o[6], o[7]};
-                    dec_decode16<FMT>(wv, o);
-                    svt4[key * LD4 + 2 * part] = qh_u32x4{o[0], o[1], o[2], o[3]};
-                    svt4[key * LD4 + 2 * part + 1] = qh_u32x4{o[4], o[5], o[6], o[7]};
+            if constexpr (!GEN) {
+                if (c < TK * CPKK) {
+                    const int key = c / CPKK, part = c % CPKK;
+                    stage_chunk(skt4, LD4K, key, part, rk[i], rok[i]);
+                    stage_chunk(svt4, LD4V, key, part, rv[i], rok[i]);
                 }
+            } else {
+                if (c < TK * CPKK) stage_chunk(skt4, LD4K, c / CPKK, c % CPKK, rk[i], rok[i]);
+                if (c < TK * CPKV) stage_chunk(svt4, LD4V, c / CPKV, c % CPKV, rv[i], rokv[i]);
             }
         }
     };
@@ -422,15 +482,17 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             stage_batch(0);
         } else {
             tile_keys(t0);
+            /* generic kernels: the batches the run-time dims need */
+            const int nbatch = GEN ? ((CPKK > CPKV ? CPKK : CPKV) * TK + SG * NB - 1) / (SG * NB) : NBATCH;
 #pragma unroll 1
-            for (int bt = 0; bt < NBATCH; ++bt) {
+            for (int bt = 0; bt < nbatch; ++bt) {
                 load_batch(bt);
                 stage_batch(bt);
             }
         }
         if (lane < TK) {
             sks[lane] = kk ? (HAS_SCALES ? KF * rks : KF) : 0.0f;
-            svs[lane] = kk ? (HAS_SCALES ? rvs : 1.0f) : 0.0f;
+            svs[lane] = kk ? (HAS_SCALES ? rvs * PSF : 1.0f) : 0.0f;
             spos[lane] = rpos;
         }
         qh_wave_sync();
@@ -446,6 +508,10 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
         }
 
         /* 2. S^T = K Q^T */
+        /* generic kernels: the fragment count read here, each tile (a
+         * volatile kernel-argument read on AMD): hoisted out of the loop,
+         * its per-fragment conditions would hold scalar registers all along */
+        const int nkf = GEN ? (int)QH_LATE(p, head_dim) / 16 : NKF;
         if constexpr (MAT) {
 #if QH_DEC_HAVE_MATRIX && defined(QH_GFX942)
             const int gq = lane >> 4, cq = lane & 15;
@@ -455,9 +521,10 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             const uint32_t *sqv = sq + qh_as_vector(0);
             float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-            for (int j = 0; j < D / 16; ++j) {
-                const uint32_t a[2] = {skt[cq * LW + 8 * j + 2 * gq], skt[cq * LW + 8 * j + 2 * gq + 1]};
-                const uint32_t bq[2] = {sqv[cq * LW + 8 * j + 2 * gq], sqv[cq * LW + 8 * j + 2 * gq + 1]};
+            for (int j = 0; j < DKM / 16; ++j) {
+                if (j >= nkf) continue;
+                const uint32_t a[2] = {skt[cq * LWK + 8 * j + 2 * gq], skt[cq * LWK + 8 * j + 2 * gq + 1]};
+                const uint32_t bq[2] = {sqv[cq * LWK + 8 * j + 2 * gq], sqv[cq * LWK + 8 * j + 2 * gq + 1]};
                 qh_mfma_f16(a, bq, acc);
                 qh_sched_barrier(); /* one fragment's LDS reads at a time */
             }
@@ -467,12 +534,13 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             const uint32_t *sqv = sq + qh_as_vector(0); /* re-read q each tile, as above */
             float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-            for (int j = 0; j < D / 16; ++j) {
+            for (int j = 0; j < DKM / 16; ++j) {
+                if (j >= nkf) continue;
                 const int w0 = 8 * j + 2 * gq;
-                const uint32_t a[4] = {skt[cq * LW + w0], skt[cq * LW + w0 + 1], skt[cq * LW + w0 + 4],
-                                       skt[cq * LW + w0 + 5]};
-                const uint32_t bq[4] = {sqv[cq * LW + w0], sqv[cq * LW + w0 + 1], sqv[cq * LW + w0 + 4],
-                                        sqv[cq * LW + w0 + 5]};
+                const uint32_t a[4] = {skt[cq * LWK + w0], skt[cq * LWK + w0 + 1], skt[cq * LWK + w0 + 4],
+                                       skt[cq * LWK + w0 + 5]};
+                const uint32_t bq[4] = {sqv[cq * LWK + w0], sqv[cq * LWK + w0 + 1], sqv[cq * LWK + w0 + 4],
+                                        sqv[cq * LWK + w0 + 5]};
                 qh_wmma_f16(a, bq, acc);
                 qh_sched_barrier();
             }
@@ -482,11 +550,12 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             wmma::fragment<wmma::accumulator, 16, 16, 16, float> sacc;
             wmma::fill_fragment(sacc, 0.0f);
 #pragma unroll
-            for (int j = 0; j < D / 16; ++j) {
+            for (int j = 0; j < DKM / 16; ++j) {
+                if (j >= nkf) continue;
                 wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> ka;
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> qb;
-                wmma::load_matrix_sync(ka, (const __half *)skt + 16 * j, LD4 * 8);
-                wmma::load_matrix_sync(qb, (const __half *)sq + 16 * j, LD4 * 8);
+                wmma::load_matrix_sync(ka, (const __half *)skt + 16 * j, LD4K * 8);
+                wmma::load_matrix_sync(qb, (const __half *)sq + 16 * j, LD4K * 8);
                 wmma::mma_sync(sacc, ka, qb, sacc);
             }
             wmma::store_matrix_sync(ss, sacc, NR, wmma::mem_row_major);
@@ -497,10 +566,10 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
                 float acc = 0.0f;
                 if (n < ROWS) {
 #pragma unroll 2
-                    for (int w = 0; w < D / 2; ++w) {
+                    for (int w = 0; w < nkf * 8; ++w) { /* D / 2 words, a scalar bound */
                         float kx, ky, qx, qy;
-                        dec_unpack2<FMT>(skt[key * LW + w], &kx, &ky);
-                        dec_unpack2<QH_FN>(sq[n * LW + w], &qx, &qy); /* q is f16 */
+                        dec_unpack2<FMT>(skt[key * LWK + w], &kx, &ky);
+                        dec_unpack2<QH_FN>(sq[n * LWK + w], &qx, &qy); /* q is f16 */
                         acc += kx * qx + ky * qy;
                     }
                 }
@@ -561,6 +630,7 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
         qh_wave_sync();
 
         /* 4. O^T = O^T * alpha + V^T P^T */
+        const int nvf = GEN ? (int)QH_LATE(p, head_dim_v) / 16 : NVF; /* as nkf */
         if constexpr (MAT) {
 #if QH_DEC_HAVE_MATRIX && defined(QH_GFX942)
             const int gq = lane >> 4, cq = lane & 15;
@@ -571,12 +641,13 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             const uint32_t bp[2] = {sp32[(cq * LDP + 4 * gq) / 2], sp32[(cq * LDP + 4 * gq) / 2 + 1]};
             const uint16_t *sv16 = (const uint16_t *)svt;
 #pragma unroll
-            for (int j = 0; j < D / 16; ++j) {
+            for (int j = 0; j < DVM / 16; ++j) {
+                if (j >= nvf) continue;
                 uint32_t a[2];
                 for (int t = 0; t < 2; ++t) {
                     const int k0 = 4 * gq + 2 * t;
-                    a[t] = (uint32_t)sv16[k0 * LW * 2 + 16 * j + cq] |
-                           ((uint32_t)sv16[(k0 + 1) * LW * 2 + 16 * j + cq] << 16);
+                    a[t] = (uint32_t)sv16[k0 * LWV * 2 + 16 * j + cq] |
+                           ((uint32_t)sv16[(k0 + 1) * LWV * 2 + 16 * j + cq] << 16);
                 }
                 qh_mfma_f16(a, bp, &oacc[4 * j]);
                 qh_sched_barrier();
@@ -591,12 +662,13 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             const uint32_t bp[4] = {sp32[pw], sp32[pw + 1], sp32[pw + 4], sp32[pw + 5]};
             const uint16_t *sv16 = (const uint16_t *)svt;
 #pragma unroll
-            for (int j = 0; j < D / 16; ++j) {
+            for (int j = 0; j < DVM / 16; ++j) {
+                if (j >= nvf) continue;
                 uint32_t a[4];
                 for (int t = 0; t < 4; ++t) {
                     const int k0 = 8 * (t / 2) + 4 * gq + 2 * (t % 2);
-                    a[t] = (uint32_t)sv16[k0 * LW * 2 + 16 * j + cq] |
-                           ((uint32_t)sv16[(k0 + 1) * LW * 2 + 16 * j + cq] << 16);
+                    a[t] = (uint32_t)sv16[k0 * LWV * 2 + 16 * j + cq] |
+                           ((uint32_t)sv16[(k0 + 1) * LWV * 2 + 16 * j + cq] << 16);
                 }
                 qh_wmma_f16(a, bp, &oacc[8 * j]);
                 qh_sched_barrier();
@@ -610,10 +682,11 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> pb;
             wmma::load_matrix_sync(pb, (const __half *)sp, LDP);
 #pragma unroll
-            for (int j = 0; j < D / 16; ++j) {
+            for (int j = 0; j < DVM / 16; ++j) {
+                if (j >= nvf) continue;
                 for (int t = 0; t < oacc_nv[j].num_elements; ++t) oacc_nv[j].x[t] *= am.x[t];
                 wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::col_major> va;
-                wmma::load_matrix_sync(va, (const __half *)svt + 16 * j, LD4 * 8);
+                wmma::load_matrix_sync(va, (const __half *)svt + 16 * j, LD4V * 8);
                 wmma::mma_sync(oacc_nv[j], va, pb, oacc_nv[j]);
             }
 #endif
@@ -622,15 +695,17 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
             for (int i = 0; i < OPLM; ++i) {
                 if (i >= opl) continue;
                 const int e = lane + SG * i;
-                if (e < og) {
-                    const int n = e / (D / 8), c = e % (D / 8);
+                /* Dv / 8: on wave64 read per tile (nvf), as its vector copy's
+                 * conditions would hold scalar registers across the loop */
+                if (e < og && (!GEN || e % GPR < (GVEC ? nvf * 2 : DV / 8))) {
+                    const int n = e / GPR, c = e % GPR;
                     const float alpha = ss[n];
                     float *a = &oacc[i * 8];
                     for (int u = 0; u < 8; ++u) a[u] *= alpha;
 #pragma unroll 1
                     for (int key = 0; key < TK; ++key) {
                         const float pr = qh_f16_to_f32(sp[n * LDP + key]);
-                        const qh_u32x4 vw = svt4[key * LD4 + c];
+                        const qh_u32x4 vw = svt4[key * LD4V + c];
                         const uint32_t w4[4] = {vw.x, vw.y, vw.z, vw.w};
                         for (int j = 0; j < 4; ++j) {
                             float vx, vy;
@@ -646,25 +721,29 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
     }
 
     /* ---- partials: unnormalised O^T (staged dims), m and l per row slot ---- */
+    const int dvl = GEN ? (int)QH_LATE(p, head_dim_v) : DV, nvfl = dvl / 16; /* read late, as nkf */
     const int S = p.t.num_splits;
     const int64_t slot0 = (((int64_t)b * p.t.hkv + g) * nrb + rb) * NR; /* first row slot */
     float *ws_o = QH_LATE(p, t.ws_o);
     if constexpr (MAT) {
 #if QH_DEC_HAVE_MATRIX && (defined(QH_GFX942) || defined(QH_GFX12))
         const int gq = lane >> 4, cq = lane & 15;
-        float *wo = ws_o + ((slot0 + cq) * S + split) * D;
+        float *wo = ws_o + ((slot0 + cq) * S + split) * dvl;
 #pragma unroll
-        for (int j = 0; j < D / 16; ++j)
-            for (int v = 0; v < AV; ++v) wo[16 * j + AV * gq + v] = oacc[AV * j + v];
+        for (int j = 0; j < DVM / 16; ++j) {
+            if (j >= nvfl) continue;
+            for (int v = 0; v < AV; ++v) wo[16 * j + AV * gq + v] = oacc[AV * j + v] * (1.0f / PSF);
+        }
 #elif QH_DEC_HAVE_MATRIX && defined(QH_NVIDIA)
         /* through the S^T area (16 x 16 f32, free now): the fragment's layout
          * is the compiler's */
-        for (int j = 0; j < D / 16; ++j) {
+        for (int j = 0; j < DVM / 16; ++j) {
+            if (j >= nvfl) continue;
             nvcuda::wmma::store_matrix_sync(ss, oacc_nv[j], 16, nvcuda::wmma::mem_col_major);
             __syncwarp();
             for (int e = lane; e < 256; e += SG) {
                 const int n = e / 16, d = e % 16;
-                ws_o[((slot0 + n) * S + split) * D + 16 * j + d] = ss[e];
+                ws_o[((slot0 + n) * S + split) * dvl + 16 * j + d] = ss[e] * (1.0f / PSF);
             }
             __syncwarp();
         }
@@ -674,10 +753,10 @@ QH_DEV void decode_tiled(const qh_decode_params &p) {
         for (int i = 0; i < OPLM; ++i) {
             if (i >= opl) continue;
             const int e = lane + SG * i;
-            if (e < og) {
-                const int n = e / (D / 8), c = e % (D / 8);
-                float *wo = ws_o + ((slot0 + n) * S + split) * D + c * 8;
-                for (int u = 0; u < 8; ++u) wo[u] = oacc[i * 8 + u];
+            if (e < og && (!GEN || e % GPR < dvl / 8)) {
+                const int n = e / GPR, c = e % GPR;
+                float *wo = ws_o + ((slot0 + n) * S + split) * dvl + c * 8;
+                for (int u = 0; u < 8; ++u) wo[u] = oacc[i * 8 + u] * (1.0f / PSF);
             }
         }
     }
@@ -761,9 +840,11 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
         for (int k = 0; k < ng; ++k)
             for (int u = 0; u < 4; ++u) t[u] += sacc[(k * gd + tid) * 4 + u];
         uint16_t *o = p.m.o + (int64_t)b * p.m.o_sb + (int64_t)r * p.m.o_sr + (int64_t)h * p.m.o_sh;
+        const bool o_f16 = (p.m.flags & QATTN_DECODE_MERGE_O_F16) != 0;
         for (int u = 0; u < 4; ++u) {
             const int dp = d0 + tid * 4 + u;
-            o[p.m.perm ? dec_perm(dp) : dp] = qh_f32_to_bf16(t[u] * wz);
+            const float x = t[u] * wz;
+            o[p.m.perm ? dec_perm(dp) : dp] = o_f16 ? qh_f32_to_f16(x) : qh_f32_to_bf16(x);
         }
     }
     if (tid == 0 && d0 == 0 && (p.m.flags & QATTN_DECODE_MERGE_LSE) != 0)
@@ -774,15 +855,22 @@ QH_DEV void decode_merge(const qh_decode_params &p) {
 /* ======================================================================
  * Instantiations: the names the runtime looks up (qh_kernels.def)
  * ====================================================================== */
-/* One wave per workgroup: the launch bound is the wave. */
+/* One wave per workgroup: the launch bound is the wave. _d<D>: D = Dv = D
+ * exactly; _g<M>: the generic kernel, run-time D and Dv up to M. */
 #define QH_DEC_TILED(var, mat, name, fmt, d)                                                          \
     QH_KERNEL QH_LAUNCH_BOUNDS(QH_WAVE) void qattn_decode_tiled_##var##_##name##_d##d(qh_decode_params p) { \
-        decode_tiled<fmt, d, mat>(p);                                                                  \
+        decode_tiled<fmt, d, d, mat, false>(p);                                                        \
+    }
+#define QH_DEC_TILED_G(var, mat, name, fmt, m)                                                        \
+    QH_KERNEL QH_LAUNCH_BOUNDS(QH_WAVE) void qattn_decode_tiled_##var##_##name##_g##m(qh_decode_params p) { \
+        decode_tiled<fmt, m, m, mat, true>(p);                                                         \
     }
 #define QH_DEC_TILED_D(var, mat, name, fmt) \
     QH_DEC_TILED(var, mat, name, fmt, 64)   \
     QH_DEC_TILED(var, mat, name, fmt, 128)  \
-    QH_DEC_TILED(var, mat, name, fmt, 256)
+    QH_DEC_TILED(var, mat, name, fmt, 256)  \
+    QH_DEC_TILED_G(var, mat, name, fmt, 128) \
+    QH_DEC_TILED_G(var, mat, name, fmt, 256)
 
 /* simt: bf16 caches (f16 cannot hold bf16's range); 8-bit caches where a
  * plan pins simt (QATTN_DECODE_VARIANT=simt), on wave32 targets only: on
@@ -793,10 +881,12 @@ QH_DEC_TILED_D(simt, 0, bf16, QH_BF16)
 QH_DEC_TILED_D(simt, 0, i8, QH_I8)
 QH_DEC_TILED_D(simt, 0, fn, QH_FN)
 QH_DEC_TILED_D(simt, 0, fnuz, QH_FNUZ)
+QH_DEC_TILED_D(simt, 0, e5m2, QH_E5M2)
 #endif
 #if QH_DEC_HAVE_MATRIX
 QH_DEC_TILED_D(matrix, 1, i8, QH_I8)
 QH_DEC_TILED_D(matrix, 1, fn, QH_FN)
 QH_DEC_TILED_D(matrix, 1, fnuz, QH_FNUZ)
+QH_DEC_TILED_D(matrix, 1, e5m2, QH_E5M2)
 #endif
 QH_KERNEL QH_LAUNCH_BOUNDS(QH_DEC_MERGE_MAX_WG) void qattn_decode_merge(qh_decode_params p) { decode_merge(p); }

@@ -6,7 +6,7 @@
  * the merge's perm is 0; (m, l) [slot][split][2]) and the same bounds rules.
  * The split merge is decode.hip's qattn_decode_merge.
  *
- * qattn_decode_regs_<fn|fnuz|i8>_d<64|128>
+ * qattn_decode_regs_<fn|fnuz|i8|e5m2>_d<64|128>
  *   One workgroup is one wave and handles one (split, kv head, block of QH
  *   query heads, request), grid (num_splits, kv heads x head blocks, batch),
  *   as the tiled kernel. Keys go through in tiles of 16 that lie in one page
@@ -154,10 +154,14 @@ QH_DEV uint32_t rg_perm(uint32_t x, uint32_t y, uint32_t s) {
 #endif
 }
 
-/* Four codes -> the f16 pairs (c0, c2) and (c1, c3), exactly (fp8: the
- * value times 2^-8 or 2^-7, the power of two is KF). decode_word. */
+/* Four codes -> the f16 pairs (c0, c2) and (c1, c3), exactly (e4m3: the
+ * value times 2^-8 or 2^-7, the power of two is KF; e5m2: the code is the
+ * top byte of its f16). decode_word. */
 template <int FMT> QH_DEV void rg_decode(uint32_t x, uint32_t &lo, uint32_t &hi) {
-    if constexpr (FMT == QH_I8) {
+    if constexpr (FMT == QH_E5M2) {
+        lo = (x << 8) & 0xFF00FF00u;
+        hi = x & 0xFF00FF00u;
+    } else if constexpr (FMT == QH_I8) {
         lo = qh_f16x2_sub(((x & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u, 1152.0f);
         hi = qh_f16x2_sub((((x >> 8) & 0x00FF00FFu) ^ 0x00800080u) | 0x64006400u, 1152.0f);
     } else {
@@ -278,6 +282,11 @@ QH_DEV void rg_page_of(const qh_decode_params &p, const rg_keys &k, rg_walk &w) 
 /* NVL: the NVIDIA layout's path (mma.sync), else the AMD one. */
 template <int FMT, int D, bool NVL> QH_DEV void decode_regs(const qh_decode_params &p) {
     constexpr float KF = FMT == QH_FNUZ ? 128.0f : FMT == QH_FN ? 256.0f : 1.0f;
+    /* e5m2: P = p * v_scale * PSF, the partials times 1 / PSF (decode.hip's
+     * reason: e5m2's v scales sit 2^7 below fn's, f16's subnormals) */
+    constexpr float PSF = FMT == QH_E5M2 ? 256.0f : 1.0f;
+    /* q is bf16 or f16 (read once, before the tile loop) */
+    const bool q_f16 = (p.t.flags & QATTN_DECODE_TILE_Q_F16) != 0;
     constexpr int NB = D / 16; /* 16-dim blocks */
     const int R = p.m.R, QH = p.m.QH, ROWS = QH * R;
     const int lane = (int)qh_lane();
@@ -353,7 +362,7 @@ template <int FMT, int D, bool NVL> QH_DEV void decode_regs(const qh_decode_para
             mx[h] = 0.0f;
 #pragma unroll
             for (int d = 0; d < D / 4; ++d) {
-                qv[h][d] = qh_bf16_to_f32(qr[d]);
+                qv[h][d] = q_f16 ? qh_f16_to_f32(qr[d]) : qh_bf16_to_f32(qr[d]);
                 mx[h] = qh_fmaxf(mx[h], qh_fabsf(qv[h][d]));
             }
         }
@@ -454,7 +463,7 @@ template <int FMT, int D, bool NVL> QH_DEV void decode_regs(const qh_decode_para
             const float v_ = qh_shfl_f32(rs, (uint32_t)(16 + vkey[a]));
             kex[a] = vkey[a] >= klo && vkey[a] < khi;
             ksc[a] = kex[a] ? k_ * KF : 0.0f;
-            vsc[a] = kex[a] ? v_ : 0.0f;
+            vsc[a] = kex[a] ? v_ * PSF : 0.0f;
         }
         /* 2. the next tile's loads and the page id of the one after */
         if (t0 + RTK < (uint32_t)ke) {
@@ -546,7 +555,7 @@ template <int FMT, int D, bool NVL> QH_DEV void decode_regs(const qh_decode_para
                 for (int q = 0; q < 2; ++q) {
                     const int i = 2 * h + u + 4 * q; /* element: row h, column n = 2t + u + 8q */
                     const int n = 2 * t + u + 8 * q;
-                    wo[(n & 7) * (D / 8) + 2 * j + (n >> 3)] = oacc[j][i];
+                    wo[(n & 7) * (D / 8) + 2 * j + (n >> 3)] = oacc[j][i] * (1.0f / PSF);
                 }
     }
     float *ws_ml = p.t.ws_ml;
@@ -588,7 +597,7 @@ template <int FMT, int D, bool NVL> QH_DEV void decode_regs(const qh_decode_para
         float mx = 0.0f;
 #pragma unroll
         for (int d = 0; d < D / NG; ++d) {
-            qv[d] = qh_bf16_to_f32(qr[d]);
+            qv[d] = q_f16 ? qh_f16_to_f32(qr[d]) : qh_bf16_to_f32(qr[d]);
             mx = qh_fmaxf(mx, qh_fabsf(qv[d]));
         }
         for (int o = 16; o < QH_WAVE; o <<= 1) mx = qh_fmaxf(mx, qh_shfl_xor_f32(mx, (uint32_t)o));
@@ -677,7 +686,7 @@ template <int FMT, int D, bool NVL> QH_DEV void decode_regs(const qh_decode_para
             const float v_ = qh_shfl_f32(rs, (uint32_t)(16 + key));
             kex[v] = key >= klo && key < khi;
             ksc[v] = kex[v] ? k_ * KF : 0.0f;
-            vsc[v] = kex[v] ? v_ : 0.0f;
+            vsc[v] = kex[v] ? v_ * PSF : 0.0f;
         }
         /* 2. the next tile's loads and the page id of the one after */
         if (t0 + RTK < (uint32_t)ke) {
@@ -760,7 +769,7 @@ template <int FMT, int D, bool NVL> QH_DEV void decode_regs(const qh_decode_para
 #pragma unroll
         for (int v = 0; v < KPL; ++v)
 #pragma unroll
-            for (int j = 0; j < NB; ++j) wo[(KPL * g + v) * (D / 16) + j] = oacc[j][v];
+            for (int j = 0; j < NB; ++j) wo[(KPL * g + v) * (D / 16) + j] = oacc[j][v] * (1.0f / PSF);
     }
     for (int o = 16; o < QH_WAVE; o <<= 1) l += qh_shfl_xor_f32(l, (uint32_t)o);
     if (g == 0 && real) {
@@ -807,5 +816,6 @@ static bool rg_sim_twin(void) {
 QH_DEC_REGS_D(i8, QH_I8)
 QH_DEC_REGS_D(fn, QH_FN)
 QH_DEC_REGS_D(fnuz, QH_FNUZ)
+QH_DEC_REGS_D(e5m2, QH_E5M2)
 
 #endif /* QH_REGS_BUILT */

@@ -1,6 +1,8 @@
 /*
- * KV store (spec section 2): writes new bf16 tokens into the cache in its
- * format. One workgroup of 64 threads per (token, kv head, K-or-V).
+ * KV store (spec section 2): writes new bf16 or f16 tokens into the cache in
+ * its format (bf16, fp8 e4m3fn / e4m3fnuz / e5m2, int8). One workgroup of
+ * 64 threads per (token, kv head, K-or-V); K rows have D elements, V rows
+ * Dv.
  *
  * Bit-exactness with the reference (core/src/ref_kv_store.c) rests on doing
  * the same f32 operations in the same order: amax of |x| (exact), one
@@ -39,29 +41,38 @@ QH_DEV void kv_store(const qh_kv_store_params &p) {
     if (slot < 0 || slot >= p.n_slots) return; /* uniform: before any barrier */
 
     const int32_t *ns = is_v ? p.vn_s : p.kn_s;
+    const int n = is_v ? p.Dv : p.D;
+    /* the source's dtype is one per call: a uniform branch per element */
+    const bool f16 = p.src_f16 != 0;
+    auto x_at = [&](const uint16_t *s, int d) { return f16 ? qh_f16_to_f32(s[d]) : qh_bf16_to_f32(s[d]); };
     const uint16_t *src = (is_v ? p.v_new : p.k_new) + (uint32_t)t * (uint32_t)ns[0] +
                           (uint32_t)g * (uint32_t)ns[1];
     constexpr int ESZ = FMT == QH_BF16 ? 2 : 1;
     uint8_t *dst = (is_v ? p.v_cache : p.k_cache) + (uint64_t)kvs_offset(p, is_v ? 1 : 0, slot, g) * ESZ;
 
     if constexpr (FMT == QH_BF16) {
-        for (int d = (int)tid; d < p.D; d += KVS_THREADS) ((uint16_t *)dst)[d] = src[d];
+        /* bf16 sources are copied bit for bit; f16 ones rounded to bf16 (RNE,
+         * NaN stays a quiet NaN), as the reference does */
+        for (int d = (int)tid; d < n; d += KVS_THREADS)
+            ((uint16_t *)dst)[d] = f16 ? qh_f32_to_bf16(qh_f16_to_f32(src[d])) : src[d];
         return;
     } else {
         float amax = 0.0f;
-        for (int d = (int)tid; d < p.D; d += KVS_THREADS) {
-            const float a = qh_fabsf(qh_bf16_to_f32(src[d]));
+        for (int d = (int)tid; d < n; d += KVS_THREADS) {
+            const float a = qh_fabsf(x_at(src, d));
             if (a > amax) amax = a; /* NaN never wins, as in the reference */
         }
         amax = qh_block_max(amax, red, tid, KVS_THREADS);
-        const float fmax = FMT == QH_I8 ? 127.0f : FMT == QH_FN ? 448.0f : 240.0f;
+        const float fmax = FMT == QH_I8 ? 127.0f : FMT == QH_FN ? 448.0f : FMT == QH_E5M2 ? 57344.0f : 240.0f;
         const float scale = amax == 0.0f ? 1.0f : amax / fmax;
-        for (int d = (int)tid; d < p.D; d += KVS_THREADS) {
-            const float y = qh_bf16_to_f32(src[d]) / scale;
+        for (int d = (int)tid; d < n; d += KVS_THREADS) {
+            const float y = x_at(src, d) / scale;
             uint32_t code;
             if constexpr (FMT == QH_I8) {
+                /* int8 has no NaN: a NaN stores 0, as in the reference (fmax
+                 * would turn it into -127) */
                 const float r = qh_fminf(qh_fmaxf(qh_rintf(y), -127.0f), 127.0f);
-                code = (uint32_t)(uint8_t)(int8_t)r;
+                code = qh_isnan(y) ? 0u : (uint32_t)(uint8_t)(int8_t)r;
             } else {
                 code = qh_f32_to_fp8<FMT>(y);
             }
@@ -82,3 +93,4 @@ QH_KV_STORE(bf16, QH_BF16)
 QH_KV_STORE(fn, QH_FN)
 QH_KV_STORE(fnuz, QH_FNUZ)
 QH_KV_STORE(i8, QH_I8)
+QH_KV_STORE(e5m2, QH_E5M2)

@@ -105,9 +105,33 @@ template <int FMT> QH_DEV void qh_fp8x4_to_f32(uint32_t w, float out[4]) {
 }
 
 /* ---- encoding (KV store) ---- */
+/* f32 -> e5m2 code (bias 15, 2 mantissa bits), RNE, finite values at or
+ * beyond 57344 saturate to +-57344 (0x7B / 0xFB); NaN -> 0x7F; a value that
+ * rounds to zero keeps its sign (-0 -> 0x80). */
+QH_DEV uint32_t qh_f32_to_e5m2(float x) {
+    if (qh_isnan(x)) return 0x7Fu;
+    const uint32_t neg = qh_f32_bits(x) >> 31;
+    const float a = qh_fabsf(x);
+    uint32_t c;
+    if (a >= 57344.0f) {
+        c = 0x7Bu;
+    } else if (a < 0x1p-14f) {
+        c = (uint32_t)qh_rintf(a * 0x1p16f); /* subnormal steps of 2^-16: exact scaling, RNE */
+    } else {
+        const uint32_t u = qh_f32_bits(a);
+        /* keep 2 mantissa bits, ties to even, carry into the exponent */
+        const uint32_t r = (u + 0xFFFFFu + ((u >> 21) & 1u)) >> 21;
+        c = r - ((127u - 15u) << 2);
+    }
+    if (c > 0x7Bu) c = 0x7Bu;
+    return (neg << 7) | c;
+}
+
 /* f32 -> fp8 code, RNE, satfinite; NaN -> 0x7F (fn) / 0x80 (fnuz); a value
- * that rounds to zero keeps its sign in fn (0x80) and is 0x00 in fnuz. */
+ * that rounds to zero keeps its sign in fn (0x80) and is 0x00 in fnuz.
+ * e5m2: qh_f32_to_e5m2. */
 template <int FMT> QH_DEV uint32_t qh_f32_to_fp8(float x) {
+    if constexpr (FMT == QH_E5M2) return qh_f32_to_e5m2(x);
     constexpr uint32_t bias = FMT == QH_FN ? 7u : 8u;
     constexpr uint32_t max_code = FMT == QH_FN ? 0x7Eu : 0x7Fu;
     constexpr float max_value = FMT == QH_FN ? 448.0f : 240.0f;

@@ -31,8 +31,9 @@
 #endif
 #include "qattn/kernel_args.h"
 
-/* Element formats (kernel template arguments, MQA's runtime q/k formats). */
-enum { QH_BF16 = 0, QH_FN = 1, QH_FNUZ = 2, QH_I8 = 3 };
+/* Element formats (kernel template arguments, MQA's runtime q/k formats).
+ * QH_E5M2: fp8 e5m2, whose code byte b is exactly the f16 with bits b << 8. */
+enum { QH_BF16 = 0, QH_FN = 1, QH_FNUZ = 2, QH_I8 = 3, QH_E5M2 = 4 };
 
 /* ---- decode: the tiled stage 1 and the split merge (docs/design.md) ---- */
 
@@ -45,23 +46,29 @@ enum { QH_BF16 = 0, QH_FN = 1, QH_FNUZ = 2, QH_I8 = 3 };
 #define QH_DEC_MAX_SPLITS 256
 #define QH_DEC_MERGE_MAX_WG 256
 
-/* Dynamic LDS of the tiled stage 1 for head dim d and nr row slots (bytes),
- * in the kernel's order: q rows, the K and V tiles (rows of d/8 + 1 words of
- * 16 bytes: 8 f16 or bf16 each plus one of padding), S^T, the rows' 2^-e,
- * per-key k/v scales and positions, then P^T (nr rows of TK + 8 f16). The
- * same bytes as core/src/plan_decode.c's tiled_shared(): the plan's
- * shared_bytes is what the host launches with. */
+/* Dynamic LDS of the tiled stage 1 for head dims d (q, K) and dv (V) and nr
+ * row slots (bytes), in the kernel's order: q rows, the K and V tiles (rows
+ * of d/8 + 1, dv/8 + 1 words of 16 bytes: 8 f16 or bf16 each plus one of
+ * padding), S^T, the rows' 2^-e, per-key k/v scales and positions, then P^T
+ * (nr rows of TK + 8 f16). The same bytes as core/src/plan_decode.c's
+ * tiled_shared(): the plan's shared_bytes is what the host launches with. */
 #define QH_DEC_LD4(d) ((d) / 8 + 1)
 #define QH_DEC_LDP (QH_DEC_TK + 8)
-#define QH_DEC_OFF_SKT(d, nr) ((nr) * QH_DEC_LD4(d) * 16)
-#define QH_DEC_OFF_SVT(d, nr) (QH_DEC_OFF_SKT(d, nr) + QH_DEC_TK * QH_DEC_LD4(d) * 16)
-#define QH_DEC_OFF_SS(d, nr) (QH_DEC_OFF_SVT(d, nr) + QH_DEC_TK * QH_DEC_LD4(d) * 16)
-#define QH_DEC_OFF_SQF(d, nr) (QH_DEC_OFF_SS(d, nr) + QH_DEC_TK * (nr) * 4)
-#define QH_DEC_OFF_SKS(d, nr) (QH_DEC_OFF_SQF(d, nr) + (nr) * 4)
-#define QH_DEC_OFF_SVS(d, nr) (QH_DEC_OFF_SKS(d, nr) + QH_DEC_TK * 4)
-#define QH_DEC_OFF_SPOS(d, nr) (QH_DEC_OFF_SVS(d, nr) + QH_DEC_TK * 4)
-#define QH_DEC_OFF_SP(d, nr) (QH_DEC_OFF_SPOS(d, nr) + QH_DEC_TK * 4)
-#define QH_DEC_LDS_BYTES(d, nr) (QH_DEC_OFF_SP(d, nr) + (nr) * QH_DEC_LDP * 2)
+#define QH_DEC_OFF_SKT(d, dv, nr) ((nr) * QH_DEC_LD4(d) * 16)
+#define QH_DEC_OFF_SVT(d, dv, nr) (QH_DEC_OFF_SKT(d, dv, nr) + QH_DEC_TK * QH_DEC_LD4(d) * 16)
+#define QH_DEC_OFF_SS(d, dv, nr) (QH_DEC_OFF_SVT(d, dv, nr) + QH_DEC_TK * QH_DEC_LD4(dv) * 16)
+#define QH_DEC_OFF_SQF(d, dv, nr) (QH_DEC_OFF_SS(d, dv, nr) + QH_DEC_TK * (nr) * 4)
+#define QH_DEC_OFF_SKS(d, dv, nr) (QH_DEC_OFF_SQF(d, dv, nr) + (nr) * 4)
+#define QH_DEC_OFF_SVS(d, dv, nr) (QH_DEC_OFF_SKS(d, dv, nr) + QH_DEC_TK * 4)
+#define QH_DEC_OFF_SPOS(d, dv, nr) (QH_DEC_OFF_SVS(d, dv, nr) + QH_DEC_TK * 4)
+#define QH_DEC_OFF_SP(d, dv, nr) (QH_DEC_OFF_SPOS(d, dv, nr) + QH_DEC_TK * 4)
+#define QH_DEC_LDS_BYTES(d, dv, nr) (QH_DEC_OFF_SP(d, dv, nr) + (nr) * QH_DEC_LDP * 2)
+
+/* Head dims the tiled kernels are built for exactly (D = Dv, compile-time
+ * constants); every other pair of multiples of 16 up to 256 runs the
+ * generic kernels, whose dims are run-time values below a compiled bound
+ * (qattn_decode_tiled_*_g128 for max(D, Dv) <= 128, _g256 above). */
+#define QH_DEC_GEN_SMALL 128
 
 typedef struct qh_decode_params {
     /* The core's blocks (qattn_decode_kernel_args_of), as Vulkan pushes
@@ -77,6 +84,8 @@ typedef struct qh_decode_params {
     int32_t load_bytes;  /* widest K/V load (1..16) */
     int32_t merge_wg;    /* merge_workgroup_size */
     int32_t merge_dims;  /* output dims per merge workgroup */
+    int32_t head_dim;    /* D of q and K (plan.head_dim) */
+    int32_t head_dim_v;  /* Dv of V and o (plan.head_dim_v) */
     int32_t pad_;
 } qh_decode_params;
 
@@ -97,7 +106,8 @@ typedef struct qh_kv_store_params {
     uint32_t page_rows[4], row_stride[4];
     int32_t slots_s;
     int32_t n_slots;
-    int32_t T, Hkv, D;
+    int32_t T, Hkv, D, Dv; /* k_new [T, Hkv, D], v_new [T, Hkv, Dv] */
+    int32_t src_f16;       /* k_new and v_new are f16 (else bf16) */
     int32_t pad_;
 } qh_kv_store_params;
 

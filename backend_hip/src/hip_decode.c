@@ -71,6 +71,8 @@ qattn_status qh_decode(void *vbe, const qattn_decode_plan *plan, const qattn_dec
     p.load_bytes = plan->load_bytes;
     p.merge_wg = plan->merge_workgroup_size;
     p.merge_dims = plan->merge_dims;
+    p.head_dim = plan->head_dim;
+    p.head_dim_v = plan->head_dim_v;
 
     s = qh_op_begin(be);
     if (s == QATTN_OK)

@@ -22,9 +22,21 @@ const char *qh_kernel_name(enum qh_kernel_id k) {
     return (int)k >= 0 && k < QH_K_COUNT ? kernel_names[k] : "invalid";
 }
 
-/* qh_kernels.def lists each variant's kernels by dtype, then d64/128/256. */
-static int tiled_kernel(int matrix, qattn_dtype dt, int d, int target) {
-    const int di = d == 64 ? 0 : d == 128 ? 1 : d == 256 ? 2 : -1;
+/* Which of a format's five tiled kernels (qh_kernels.def: _d64, _d128,
+ * _d256, then the generic _g128, _g256) runs head dims d (q, K) and dv (V):
+ * the exact kernel where d = dv is one of its dims, else the generic one
+ * of the smallest bound holding both. -1: none (the planner's dims are
+ * multiples of 16 in 16..256). */
+static int tiled_dims_index(int d, int dv) {
+    if (d < 16 || dv < 16 || d > 256 || dv > 256 || d % 16 != 0 || dv % 16 != 0) return -1;
+    if (d == dv && (d == 64 || d == 128 || d == 256)) return d == 64 ? 0 : d == 128 ? 1 : 2;
+    return (d > dv ? d : dv) <= QH_DEC_GEN_SMALL ? 3 : 4;
+}
+
+/* qh_kernels.def lists each variant's kernels by dtype, then the five of
+ * tiled_dims_index. */
+static int tiled_kernel(int matrix, qattn_dtype dt, int d, int dv, int target) {
+    const int di = tiled_dims_index(d, dv);
     if (di < 0) return -1;
     if (!matrix) {
         if (dt == QATTN_BF16) return QH_K_qattn_decode_tiled_simt_bf16_d64 + di;
@@ -34,6 +46,7 @@ static int tiled_kernel(int matrix, qattn_dtype dt, int d, int target) {
         case QATTN_I8: return QH_K_qattn_decode_tiled_simt_i8_d64 + di;
         case QATTN_FP8_E4M3FN: return QH_K_qattn_decode_tiled_simt_fn_d64 + di;
         case QATTN_FP8_E4M3FNUZ: return QH_K_qattn_decode_tiled_simt_fnuz_d64 + di;
+        case QATTN_FP8_E5M2: return QH_K_qattn_decode_tiled_simt_e5m2_d64 + di;
         default: return -1;
         }
     }
@@ -41,6 +54,7 @@ static int tiled_kernel(int matrix, qattn_dtype dt, int d, int target) {
     case QATTN_I8: return QH_K_qattn_decode_tiled_matrix_i8_d64 + di;
     case QATTN_FP8_E4M3FN: return QH_K_qattn_decode_tiled_matrix_fn_d64 + di;
     case QATTN_FP8_E4M3FNUZ: return QH_K_qattn_decode_tiled_matrix_fnuz_d64 + di;
+    case QATTN_FP8_E5M2: return QH_K_qattn_decode_tiled_matrix_e5m2_d64 + di;
     default: return -1;
     }
 }
@@ -51,16 +65,17 @@ static const int kernel_targets[] = {
 #undef QH_KERNEL_SPEC
 };
 
-/* The register-resident kernel (decode_regs.hip): 8-bit caches, D 64 and
- * 128, on the targets qh_kernels.def lists it for. */
-static int regs_kernel(qattn_dtype dt, int d, int target) {
-    const int di = d == 64 ? 0 : d == 128 ? 1 : -1;
+/* The register-resident kernel (decode_regs.hip): 8-bit caches, D = Dv in
+ * {64, 128}, on the targets qh_kernels.def lists it for. */
+static int regs_kernel(qattn_dtype dt, int d, int dv, int target) {
+    const int di = d != dv ? -1 : d == 64 ? 0 : d == 128 ? 1 : -1;
     int k = -1;
     if (di < 0) return -1;
     switch (dt) {
     case QATTN_I8: k = QH_K_qattn_decode_regs_i8_d64 + di; break;
     case QATTN_FP8_E4M3FN: k = QH_K_qattn_decode_regs_fn_d64 + di; break;
     case QATTN_FP8_E4M3FNUZ: k = QH_K_qattn_decode_regs_fnuz_d64 + di; break;
+    case QATTN_FP8_E5M2: k = QH_K_qattn_decode_regs_e5m2_d64 + di; break;
     default: return -1;
     }
     return (kernel_targets[k] & target) ? k : -1;
@@ -75,9 +90,9 @@ int qh_decode_launch_of(const qattn_decode_plan *p, int target, int wave, qh_dec
     }
     const int regs = p->variant == QATTN_DECODE_REGS;
     const int matrix = p->variant == QATTN_DECODE_MATRIX || regs;
-    const int k = regs ? regs_kernel(p->kv_dtype, p->head_dim, target)
-                       : tiled_kernel(matrix, p->kv_dtype, p->head_dim, target);
-    if (k < 0 || p->head_dim_v != p->head_dim) {
+    const int k = regs ? regs_kernel(p->kv_dtype, p->head_dim, p->head_dim_v, target)
+                       : tiled_kernel(matrix, p->kv_dtype, p->head_dim, p->head_dim_v, target);
+    if (k < 0) {
         snprintf(why, n, "no %s decode kernel for a %s cache with D %d, Dv %d on this target",
                  qattn_decode_variant_name(p->variant),
                  qattn_dtype_name(p->kv_dtype), (int)p->head_dim, (int)p->head_dim_v);
@@ -132,10 +147,10 @@ int qh_decode_launch_of(const qattn_decode_plan *p, int target, int wave, qh_dec
             snprintf(why, n, "plan.load_bytes %d: the regs kernel loads 16-byte K/V chunks", (int)p->load_bytes);
             return 0;
         }
-    } else if (p->shared_bytes != (uint32_t)QH_DEC_LDS_BYTES(p->head_dim, p->row_slots)) {
-        snprintf(why, n, "plan.shared_bytes %u: the kernel's LDS layout for D %d and %d row slots is %u B",
-                 (unsigned)p->shared_bytes, (int)p->head_dim, (int)p->row_slots,
-                 (unsigned)QH_DEC_LDS_BYTES(p->head_dim, p->row_slots));
+    } else if (p->shared_bytes != (uint32_t)QH_DEC_LDS_BYTES(p->head_dim, p->head_dim_v, p->row_slots)) {
+        snprintf(why, n, "plan.shared_bytes %u: the kernel's LDS layout for D %d, Dv %d and %d row slots is %u B",
+                 (unsigned)p->shared_bytes, (int)p->head_dim, (int)p->head_dim_v, (int)p->row_slots,
+                 (unsigned)QH_DEC_LDS_BYTES(p->head_dim, p->head_dim_v, p->row_slots));
         return 0;
     }
     if (p->load_bytes != 1 && p->load_bytes != 2 && p->load_bytes != 4 && p->load_bytes != 8 && p->load_bytes != 16) {

@@ -1,6 +1,6 @@
 /*
- * KV store on the HIP backend (kernels/kv_store.hip): one 64-thread
- * workgroup per (token, kv head, K or V); slots are bounds-checked in the
+ * KV store on the HIP backend (kernels/kv_store.hip): bf16 or f16 tokens,
+ * one 64-thread workgroup per (token, kv head, K or V); slots are bounds-checked in the
  * kernel, so a bad slot is skipped rather than written out of bounds.
  * Caches and scales of either form reach the kernel as their views.
  */
@@ -34,6 +34,8 @@ qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
     p.T = (int32_t)a->k_new.shape[0];
     p.Hkv = (int32_t)a->k_new.shape[1];
     p.D = (int32_t)a->k_new.shape[2];
+    p.Dv = (int32_t)a->v_new.shape[2];
+    p.src_f16 = a->k_new.dtype == QATTN_F16;
 
     enum qh_kernel_id k;
     switch (a->k_cache.dtype) {
@@ -41,6 +43,7 @@ qattn_status qh_kv_store(void *vbe, const qattn_kv_store_args *a) {
     case QATTN_FP8_E4M3FN: k = QH_K_qattn_kv_store_fn; break;
     case QATTN_FP8_E4M3FNUZ: k = QH_K_qattn_kv_store_fnuz; break;
     case QATTN_I8: k = QH_K_qattn_kv_store_i8; break;
+    case QATTN_FP8_E5M2: k = QH_K_qattn_kv_store_e5m2; break;
     default: return qh_fail(be, QATTN_ERR_DTYPE, "kv_store: cache dtype");
     }
     qattn_status s = qh_op_begin(be);

@@ -77,13 +77,14 @@ static qattn_tensor tc(qattn_dtype dt, int rank, int64_t a, int64_t b, int64_t c
     return qattn_tensor_contiguous(FAKE, 0, dt, rank, s);
 }
 
-static qattn_decode_args args_of(int B, int R, int Hq, int Hkv, int D, int L, qattn_dtype dt) {
+static qattn_decode_args args_of(int B, int R, int Hq, int Hkv, int D, int Dv, int L, qattn_dtype dt,
+                                 qattn_dtype qdt) {
     qattn_decode_args a;
     memset(&a, 0, sizeof a);
     const int64_t slots = (int64_t)B * (((int64_t)L + 15) / 16 + 1) * 16;
-    a.q = tc(QATTN_BF16, 4, B, R, Hq, D);
+    a.q = tc(qdt, 4, B, R, Hq, D);
     a.k_cache = tc(dt, 3, slots, Hkv, D, 0);
-    a.v_cache = tc(dt, 3, slots, Hkv, D, 0);
+    a.v_cache = tc(dt, 3, slots, Hkv, Dv, 0);
     if (dt != QATTN_BF16) {
         a.k_scale = tc(QATTN_F32, 2, slots, Hkv, 0, 0);
         a.v_scale = tc(QATTN_F32, 2, slots, Hkv, 0, 0);
@@ -91,7 +92,7 @@ static qattn_decode_args args_of(int B, int R, int Hq, int Hkv, int D, int L, qa
     a.kv_indptr = tc(QATTN_I32, 1, B + 1, 0, 0, 0);
     a.kv_indices = tc(QATTN_I32, 1, slots / 16, 0, 0, 0);
     a.kv_lens = tc(QATTN_I32, 1, B, 0, 0, 0);
-    a.o = tc(QATTN_BF16, 4, B, R, Hq, D);
+    a.o = tc(qdt, 4, B, R, Hq, Dv);
     a.page_size = 16;
     a.max_kv_len = L;
     a.sm_scale = 0.088f;
@@ -105,6 +106,7 @@ static const char *dt_tag(qattn_dtype dt) {
     case QATTN_I8: return "i8";
     case QATTN_FP8_E4M3FN: return "fn";
     case QATTN_FP8_E4M3FNUZ: return "fnuz";
+    case QATTN_FP8_E5M2: return "e5m2";
     default: return "?";
     }
 }
@@ -119,11 +121,15 @@ static void check_launch(const target *t, const qattn_decode_plan *p) {
     EXPECT(ok);
     if (!ok) return;
     char name[64];
+    /* exact kernels for D = Dv in {64, 128, 256}, the generic ones (bound
+     * 128 or 256) for every other pair */
+    const int d = p->head_dim, dv = p->head_dim_v, dmax = d > dv ? d : dv;
+    const int exact = d == dv && (d == 64 || d == 128 || d == 256);
     if (p->variant == QATTN_DECODE_REGS)
-        snprintf(name, sizeof name, "qattn_decode_regs_%s_d%d", dt_tag(p->kv_dtype), (int)p->head_dim);
+        snprintf(name, sizeof name, "qattn_decode_regs_%s_d%d", dt_tag(p->kv_dtype), d);
     else
-        snprintf(name, sizeof name, "qattn_decode_tiled_%s_%s_d%d", qattn_decode_variant_name(p->variant),
-                 dt_tag(p->kv_dtype), (int)p->head_dim);
+        snprintf(name, sizeof name, "qattn_decode_tiled_%s_%s_%c%d", qattn_decode_variant_name(p->variant),
+                 dt_tag(p->kv_dtype), exact ? 'd' : 'g', exact ? d : dmax <= 128 ? 128 : 256);
     if (strcmp(qh_kernel_name(l.kernel), name) != 0) printf("  kernel %s, expected %s\n", qh_kernel_name(l.kernel), name);
     EXPECT(strcmp(qh_kernel_name(l.kernel), name) == 0);
     for (int i = 0; i < 3; ++i) {
@@ -139,10 +145,11 @@ static void check_launch(const target *t, const qattn_decode_plan *p) {
          * 16x16x16 f16 fragment */
         EXPECT(p->shared_bytes == QATTN_DECODE_REGS_SHARED_BYTES(p->head_dim));
         EXPECT(p->page_tiled && p->load_bytes == 16 && p->row_slots == 16);
-        EXPECT(p->kv_dtype != QATTN_BF16 && (p->head_dim == 64 || p->head_dim == 128));
+        EXPECT(p->kv_dtype != QATTN_BF16 && (p->head_dim == 64 || p->head_dim == 128) &&
+               p->head_dim_v == p->head_dim);
         ++g_regs;
     } else {
-        EXPECT(p->shared_bytes == (uint32_t)QH_DEC_LDS_BYTES(p->head_dim, p->row_slots));
+        EXPECT(p->shared_bytes == (uint32_t)QH_DEC_LDS_BYTES(p->head_dim, p->head_dim_v, p->row_slots));
     }
     EXPECT(l.merge_block == (unsigned)p->merge_workgroup_size);
     /* the matrix kernels issue 16x16x16 f16 with 16 row slots; bf16 stays simt */
@@ -161,16 +168,20 @@ static void expect_refused(const target *t, const qattn_decode_plan *p, const ch
 }
 
 int main(void) {
-    static const qattn_dtype dts[] = {QATTN_BF16, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FNUZ, QATTN_I8};
-    static const int dims[] = {64, 128, 256}, rs[] = {1, 2, 3, 8}, gs[] = {1, 3, 4, 8, 16};
+    static const qattn_dtype dts[] = {QATTN_BF16, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FNUZ, QATTN_I8, QATTN_FP8_E5M2};
+    enum { NDT = sizeof dts / sizeof dts[0] };
+    /* (D, Dv): the exact kernels' dims, then generic ones of both bounds */
+    static const int dims[][2] = {{64, 64}, {128, 128}, {256, 256}, {96, 96}, {192, 128}, {16, 48}, {256, 80}};
+    enum { ND = sizeof dims / sizeof dims[0] };
+    static const int rs[] = {1, 2, 3, 8}, gs[] = {1, 3, 4, 8, 16};
     static const int hkvs[] = {1, 8}, bs[] = {1, 16}, ls[] = {1, 129, 4099, 32768}, splits[] = {0, 1, 7, 256};
     static const qattn_decode_variant pins[] = {QATTN_DECODE_AUTO, QATTN_DECODE_SIMT, QATTN_DECODE_MATRIX,
                                                 QATTN_DECODE_REGS};
     int refused_by_gate = 0;
     for (int ti = 0; ti < 3; ++ti) {
         const target t = target_of(ti);
-        for (size_t a = 0; a < sizeof dts / sizeof dts[0]; ++a)
-            for (size_t d = 0; d < 3; ++d)
+        for (size_t a = 0; a < NDT; ++a)
+            for (size_t d = 0; d < ND; ++d)
                 for (size_t r = 0; r < 4; ++r)
                     for (size_t g = 0; g < 5; ++g)
                         for (size_t h = 0; h < 2; ++h)
@@ -178,22 +189,25 @@ int main(void) {
                                 for (size_t li = 0; li < 4; ++li)
                                     for (size_t si = 0; si < 4; ++si)
                                         for (size_t pi = 0; pi < 4; ++pi) {
-                                            const qattn_decode_args args =
-                                                args_of(bs[b], rs[r], gs[g] * hkvs[h], hkvs[h], dims[d], ls[li], dts[a]);
+                                            const int D = dims[d][0], Dv = dims[d][1];
+                                            /* q (and o) f16 on every other case */
+                                            const qattn_dtype qdt = (r + g + li) % 2 ? QATTN_F16 : QATTN_BF16;
+                                            const qattn_decode_args args = args_of(bs[b], rs[r], gs[g] * hkvs[h],
+                                                                                   hkvs[h], D, Dv, ls[li], dts[a], qdt);
                                             qattn_decode_options o = QATTN_DECODE_OPTIONS_INIT;
                                             o.variant = pins[pi];
                                             o.num_splits = splits[si];
                                             qattn_decode_plan p;
                                             char err[256] = "";
                                             snprintf(g_case, sizeof g_case,
-                                                     "%s B %d R %d G %d Hkv %d D %d L %d %s splits %d pin %s", t.name,
-                                                     bs[b], rs[r], gs[g], hkvs[h], dims[d], ls[li],
-                                                     qattn_dtype_name(dts[a]), splits[si],
+                                                     "%s B %d R %d G %d Hkv %d D %d Dv %d L %d %s q %s splits %d pin %s",
+                                                     t.name, bs[b], rs[r], gs[g], hkvs[h], D, Dv, ls[li],
+                                                     qattn_dtype_name(dts[a]), qattn_dtype_name(qdt), splits[si],
                                                      qattn_decode_variant_name(pins[pi]));
                                             const qattn_status s = qattn_decode_plan_compute(&t.caps, &args, &o, &p, err, sizeof err);
                                             /* regs: 8-bit caches of D 64 and 128 (pages of
                                              * 16 and 16-byte rows: every case here) */
-                                            const int regs_fits = dts[a] != QATTN_BF16 && dims[d] != 256 &&
+                                            const int regs_fits = dts[a] != QATTN_BF16 && D == Dv && (D == 64 || D == 128) &&
                                                                   (t.caps.features & QATTN_FEAT_FRAGMENT_LAYOUT);
                                             if (s == QATTN_ERR_VARIANT_GATE) {
                                                 /* pinned matrix for bf16, pinned regs outside its gate */
@@ -229,7 +243,7 @@ int main(void) {
                                             check_launch(&t, &p);
                                         }
         /* edited plans: each field the kernels were built for */
-        const qattn_decode_args args = args_of(1, 1, 32, 8, 128, 4099, QATTN_FP8_E4M3FN);
+        const qattn_decode_args args = args_of(1, 1, 32, 8, 128, 128, 4099, QATTN_FP8_E4M3FN, QATTN_BF16);
         qattn_decode_plan p0, p;
         char err[256];
         if (qattn_decode_plan_compute(&t.caps, &args, NULL, &p0, err, sizeof err) != QATTN_OK) {
@@ -253,6 +267,9 @@ int main(void) {
         expect_refused(&t, &p, "load_bytes");
         p = p0;
         p.head_dim = p.head_dim_v = 256;
+        expect_refused(&t, &p, "regs decode kernel");
+        p = p0;
+        p.head_dim_v = 64;
         expect_refused(&t, &p, "regs decode kernel");
         p = p0;
         p.row_slots = 8;
@@ -279,8 +296,14 @@ int main(void) {
         p = p0;
         p.matrix_shape.n = 8;
         p.row_slots = 8;
-        p.shared_bytes = (uint32_t)QH_DEC_LDS_BYTES(p.head_dim, 8);
+        p.shared_bytes = (uint32_t)QH_DEC_LDS_BYTES(p.head_dim, p.head_dim_v, 8);
         expect_refused(&t, &p, "matrix shape");
+        p = p0;
+        p.head_dim_v = 80; /* the generic kernel's LDS differs from the exact one's */
+        expect_refused(&t, &p, "shared_bytes");
+        p = p0;
+        p.head_dim = 72;
+        expect_refused(&t, &p, "decode kernel");
         p = p0;
         p.merge_workgroup_size = 96;
         expect_refused(&t, &p, "merge_workgroup_size");

@@ -65,12 +65,13 @@ static void fail(const char *target, const char *kernel, const char *fmt, const 
 
 /* The tiled decode kernels take their LDS at launch (plan.shared_bytes):
  * the code object shows none, so they are held to the largest plan's, 16
- * row slots of their head dim (qh_params.h), on top of any static LDS. */
+ * row slots of their head dims (qh_params.h): _d<D> D = Dv = D, the generic
+ * _g<M> D = Dv = M, on top of any static LDS. */
 static long dynamic_lds(const char *name) {
-    const char *d = strncmp(name, "qattn_decode_tiled_", 19) == 0 ? strrchr(name, 'd') : NULL;
-    if (!d || d[1] < '0' || d[1] > '9') return 0;
-    const long hd = strtol(d + 1, NULL, 10);
-    return hd == 64 || hd == 128 || hd == 256 ? (long)QH_DEC_LDS_BYTES(hd, QH_DEC_MAX_NR) : 0;
+    const char *u = strncmp(name, "qattn_decode_tiled_", 19) == 0 ? strrchr(name, '_') : NULL;
+    if (!u || (u[1] != 'd' && u[1] != 'g') || u[2] < '0' || u[2] > '9') return 0;
+    const long hd = strtol(u + 2, NULL, 10);
+    return hd == 64 || hd == 128 || hd == 256 ? (long)QH_DEC_LDS_BYTES(hd, hd, QH_DEC_MAX_NR) : 0;
 }
 
 /* Checks one kernel; writes its table row. */
