@@ -22,8 +22,3 @@ if(QATTN_HAVE_VULKAN)
   target_include_directories(qattn_mqa_tune PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/common)
   target_link_libraries(qattn_mqa_tune PRIVATE qattn_core qattn_vulkan m)
 endif()
-# The paged MQA logits planner, launch-free: a table of shapes on fake
-# devices against the launch contract of qattn.h and the device's limits,
-# options, bounds, and the plan as a function of shapes and caps alone.
-qattn_add_test(test_plan_paged_mqa_logits SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_plan_paged_mqa_logits.c
-               LABELS "core;plan;mqa")
