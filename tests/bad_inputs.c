@@ -15,7 +15,7 @@
  * per request, the list of the slots of its visible keys (one query row and
  * no window, so only the set of visible keys matters).
  *
- * Usage: qattn_bad_inputs [--group core|decode|vulkan|all] [--no-validation]
+ * Usage: qattn_bad_inputs [--group core|decode|paged|vulkan|all] [--no-validation]
  *                         [--variant auto|simt|matrix]
  *   --no-validation: the device context without the validation layer (a GPU
  *   machine that has none); --variant pins the device's decode plans to
@@ -28,6 +28,12 @@
  *           (item 3), each refused naming the operand, nothing written
  *   vulkan: wrapped and failed buffers on the Vulkan backend, rows 15-17
  *   decode: the decode index rows 9, 10 and 13 (need bounded kernels)
+ *   paged:  paged MQA logits (issue 26 item 6): the same index rows, each
+ *           against the f64 oracle of tests/common/paged_mqa_case.h (spec
+ *           5's visibility rules) on both backends, and the core rows for
+ *           this op: an edited plan (14), a run with another max_kv_len
+ *           than the plan's, a stride past int64 on q's size-1 row
+ *           dimension (2/7), logits on q's bytes (issue 24 item 5)
  * Each case runs in a child process, so a crash is reported as that case's
  * failure and the script goes on. Exit 0: all passed; 1: some failed; 77:
  * no device (skipped).
@@ -49,6 +55,7 @@
 
 #include "qattn/convert.h"
 #include "qattn/qattn.h"
+#include "paged_mqa_case.h"
 #include "test_rng.h"
 #include "tolerance.h"
 
@@ -556,6 +563,229 @@ static int paged_body(const void *arg, int mode) {
     return paged_child((const pcase *)arg);
 }
 
+/* ---- paged MQA logits: index rows and core rows (issue 26 item 6) ------ *
+ * A case of paged_mqa_case.h (B 3 requests of N 2 rows, H 2 heads of D 64,
+ * pages of 4, the longest request 20 keys; request 1 shorter than its
+ * rows), with one of its page-table faults or an edit of its own, run on
+ * the cpu and on the device into logits with GUARD poisoned bytes on each
+ * side. Both backends must give the case's status; a refusal names what
+ * it refuses and writes nothing (q kept too where logits sit on it); an
+ * accepted call matches the oracle, which applies spec 5's visibility
+ * rules to the faulty table, within spec 4's tolerance, -inf exactly in
+ * every column not seen, and no byte outside the elements written. */
+typedef enum pxhow { PX_PLAIN, PX_EDITED_PLAN, PX_OTHER_MAX_LEN, PX_Q_STRIDE, PX_LOGITS_OVER_Q } pxhow;
+
+typedef struct pxcase {
+    const char *name;
+    int fault;               /* PM_* of paged_mqa_case.h */
+    void (*edit)(pm_case *); /* a fault of this file's own (NULL: none) */
+    pxhow how;
+    qattn_status status, index_status;
+    const char *needle;
+    int rows;                /* N (0: 2) */
+} pxcase;
+
+static void px_indptr_neg(pm_case *k) { k->indptr[0] = -2; }
+static void px_lens_max(pm_case *k) { k->lens[0] = INT32_MAX; }
+static void px_page_huge(pm_case *k) { k->indices[1] = 1 << 26; }
+static void px_indptr_down(pm_case *k) { k->indptr[1] = k->indptr[2] + 1; }
+static void px_empty_cache(pm_case *k) { /* rank 2 [0, D], scales [0] */
+    k->a.k_cache.shape[0] = 0;
+    k->a.k_scale.shape[0] = 0;
+    k->n_slots = 0;
+}
+
+static const pxcase PX_CASES[] = {
+    {"paged: baseline (valid)", PM_OK, NULL, PX_PLAIN, QATTN_OK, QATTN_OK, NULL, 0},
+    {"paged row 9: kv_indices entry past the cache", PM_BAD_PAGE, NULL, PX_PLAIN, QATTN_OK,
+     QATTN_ERR_INDEX_OUT_OF_RANGE, "kv_indices", 0},
+    {"paged row 9: kv_indices entry -1", PM_NEG_PAGE, NULL, PX_PLAIN, QATTN_OK, QATTN_ERR_INDEX_OUT_OF_RANGE,
+     "kv_indices", 0},
+    {"paged row 9: kv_indptr[0] = -2", PM_OK, px_indptr_neg, PX_PLAIN, QATTN_OK, QATTN_ERR_INDEX_OUT_OF_RANGE,
+     "kv_indptr", 0},
+    {"paged row 9: kv_lens = INT32_MAX", PM_OK, px_lens_max, PX_PLAIN, QATTN_OK, QATTN_ERR_INDEX_OUT_OF_RANGE,
+     "kv_lens", 0},
+    {"paged row 9: an empty cache (0 slots)", PM_OK, px_empty_cache, PX_PLAIN, QATTN_OK,
+     QATTN_ERR_INDEX_OUT_OF_RANGE, NULL, 0},
+    {"paged row 10: kv_indices entry 2^26", PM_OK, px_page_huge, PX_PLAIN, QATTN_OK,
+     QATTN_ERR_INDEX_OUT_OF_RANGE, "kv_indices", 0},
+    {"paged row 10: kv_indptr not monotonic", PM_OK, px_indptr_down, PX_PLAIN, QATTN_OK,
+     QATTN_ERR_INDEX_OUT_OF_RANGE, "kv_indptr", 0},
+    {"paged row 10: kv_indptr past the end of kv_indices", PM_INDPTR_PAST, NULL, PX_PLAIN, QATTN_OK,
+     QATTN_ERR_INDEX_OUT_OF_RANGE, "kv_indptr", 0},
+    {"paged row 13: kv_lens past max_kv_len", PM_LEN_PAST_MAX, NULL, PX_PLAIN, QATTN_OK,
+     QATTN_ERR_INDEX_OUT_OF_RANGE, "kv_lens", 0},
+    {"paged: kv_lens past its request's pages", PM_LEN_PAST_PAGES, NULL, PX_PLAIN, QATTN_OK,
+     QATTN_ERR_INDEX_OUT_OF_RANGE, "pages of", 0},
+    {"paged row 14: plan edited (one more split)", PM_OK, NULL, PX_EDITED_PLAN, QATTN_ERR_INVALID_ARGUMENT,
+     QATTN_ERR_INVALID_ARGUMENT, "changed after planning", 0},
+    {"paged deliverable 6: run with max_kv_len below the plan's", PM_OK, NULL, PX_OTHER_MAX_LEN,
+     QATTN_ERR_INVALID_ARGUMENT, QATTN_ERR_INVALID_ARGUMENT, "max_kv_len", 0},
+    {"paged rows 2/7: stride 2^62 on q's size-1 row dimension", PM_OK, NULL, PX_Q_STRIDE, QATTN_ERR_OVERFLOW,
+     QATTN_ERR_OVERFLOW, "q: ", 1},
+    {"paged issue 24 item 5: logits on q's bytes", PM_OK, NULL, PX_LOGITS_OVER_Q, QATTN_ERR_INVALID_ARGUMENT,
+     QATTN_ERR_INVALID_ARGUMENT, "logits: its bytes overlap q's", 0},
+};
+
+static pm_cfg px_cfg(const pxcase *c) {
+    pm_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.B = 3;
+    cfg.N = c->rows ? c->rows : 2;
+    cfg.H = 2;
+    cfg.D = 64;
+    cfg.P = 4;
+    cfg.qt = QATTN_FP8_E4M3FN;
+    cfg.kt = QATTN_FP8_E4M3FNUZ;
+    cfg.clean = 1;
+    cfg.max_len = 20;
+    cfg.bad = c->fault;
+    return cfg;
+}
+
+typedef struct pxresult {
+    qattn_status st;
+    char msg[600];
+    uint8_t *logits; /* the logits image after the call */
+    int guards_ok, q_kept, setup_error;
+} pxresult;
+
+static void run_px(qattn_context *ctx, const pm_case *k, const pxcase *c, pxresult *r) {
+    memset(r, 0, sizeof *r);
+    r->logits = malloc(k->bytes[PM_LOGITS]);
+    qattn_buffer *bufs[PM_NBUF] = {NULL};
+    int e = 0;
+    for (int i = 0; i < PM_NBUF; ++i) {
+        if (!k->img[i]) continue;
+        const int guarded = i == PM_LOGITS;
+        bufs[i] = buf_with(ctx, k->img[i], k->bytes[i], guarded ? GUARD : 0, &e);
+    }
+    if (e) {
+        r->setup_error = 1;
+        snprintf(r->msg, sizeof r->msg, "fixture: %s", qattn_last_error(ctx));
+        goto done;
+    }
+    qattn_paged_mqa_logits_args a = pm_bind(k, bufs);
+    a.logits.offset += GUARD;
+    if (c->how == PX_Q_STRIDE) a.q.strides[1] = INT64_MAX / 2;
+    if (c->how == PX_LOGITS_OVER_Q) {
+        a.logits.buffer = bufs[PM_Q];
+        a.logits.offset = a.q.offset;
+    }
+    qattn_paged_mqa_logits_args run = a;
+    if (c->how == PX_OTHER_MAX_LEN) {
+        run.max_kv_len = a.max_kv_len - 1;
+        run.logits.shape[2] = run.max_kv_len;
+    }
+    qattn_paged_mqa_logits_plan plan;
+    memset(&plan, 0, sizeof plan);
+    r->st = qattn_paged_mqa_logits_plan_create(ctx, &a, NULL, &plan);
+    if (r->st == QATTN_OK) {
+        if (c->how == PX_EDITED_PLAN) {
+            plan.num_splits += 1;
+            plan.grid[0] += 1;
+        }
+        r->st = qattn_paged_mqa_logits_run(ctx, &plan, &run, NULL, 0);
+    }
+    snprintf(r->msg, sizeof r->msg, "%s", qattn_last_error(ctx));
+    r->guards_ok = read_guarded(ctx, bufs[PM_LOGITS], k->bytes[PM_LOGITS], GUARD, r->logits);
+    uint8_t *q_now = malloc(k->bytes[PM_Q]);
+    r->q_kept = qattn_buffer_download(ctx, bufs[PM_Q], 0, q_now, k->bytes[PM_Q]) == QATTN_OK &&
+                !memcmp(q_now, k->img[PM_Q], k->bytes[PM_Q]);
+    free(q_now);
+done:
+    for (int i = 0; i < PM_NBUF; ++i) qattn_buffer_free(ctx, bufs[i]);
+}
+
+static int px_child(const pxcase *c, int index_mode) {
+    qattn_context *cpu = NULL, *dev = NULL;
+    int rc = make_contexts(&cpu, &dev);
+    if (rc) return rc;
+    const pm_cfg cfg = px_cfg(c);
+    qt_rng rng = qt_rng_for("bad_inputs/paged_index");
+    pm_case k;
+    pm_make(&k, &cfg, &rng, POISON);
+    if (c->edit) c->edit(&k);
+    const size_t cells = (size_t)(cfg.B * cfg.N * k.M);
+    double *ref = calloc(cells, sizeof *ref), *A = calloc(cells, sizeof *A);
+    uint8_t *vis = calloc(cells, 1);
+    pm_oracle(&k, ref, A, vis);
+    pxresult rs[2];
+    run_px(cpu, &k, c, &rs[0]);
+    run_px(dev, &k, c, &rs[1]);
+    const qattn_status want = index_mode ? c->index_status : c->status;
+    const char *who[2] = {"cpu", DEV_NAME};
+    int fails = 0, seen = 0;
+    for (size_t i = 0; i < cells; ++i) seen += vis[i];
+    /* every case but the empty cache has seen and unseen columns (request
+     * 1 is shorter than its rows) */
+    if (want == QATTN_OK && ((seen == 0 && c->edit != px_empty_cache) || seen == (int)cells)) {
+        printf("    the oracle sees %d of %zu columns: a case that cannot fail\n", seen, cells);
+        ++fails;
+    }
+    for (int i = 0; i < 2; ++i) {
+        const pxresult *r = &rs[i];
+        if (r->setup_error) {
+            printf("    %s: %s\n", who[i], r->msg);
+            ++fails;
+            continue;
+        }
+        if (r->st != want) {
+            printf("    %s: status %s, want %s (%s)\n", who[i], qattn_status_name(r->st), qattn_status_name(want),
+                   r->msg);
+            ++fails;
+        }
+        if (!r->guards_ok) {
+            printf("    %s: wrote outside the logits' buffer span (guard bytes changed)\n", who[i]);
+            ++fails;
+        }
+        if (!r->q_kept) {
+            printf("    %s: q changed\n", who[i]);
+            ++fails;
+        }
+        if (want != QATTN_OK) {
+            int untouched = 1;
+            for (size_t j = 0; j < k.bytes[PM_LOGITS]; ++j) untouched &= r->logits[j] == POISON;
+            if (!untouched) {
+                printf("    %s: a refused call wrote into logits\n", who[i]);
+                ++fails;
+            }
+            if (c->needle && !strstr(r->msg, c->needle)) {
+                printf("    %s: message \"%s\" does not name the operand and rule (\"%s\")\n", who[i], r->msg,
+                       c->needle);
+                ++fails;
+            }
+        } else if (r->st == QATTN_OK) {
+            char msg[256];
+            const int64_t bad = pm_check(&k, r->logits, ref, A, vis, POISON, 1, msg, sizeof msg);
+            if (bad) {
+                printf("    %s: %lld logits differ from the oracle, first %s\n", who[i], (long long)bad, msg);
+                ++fails;
+            }
+        }
+    }
+    if (rs[0].st != rs[1].st) {
+        printf("    backends disagree: cpu %s, " DEV_NAME " %s\n", qattn_status_name(rs[0].st),
+               qattn_status_name(rs[1].st));
+        ++fails;
+    }
+    free(rs[0].logits);
+    free(rs[1].logits);
+    free(ref);
+    free(A);
+    free(vis);
+    pm_free(&k);
+    qattn_context_free(cpu);
+    qattn_context_free(dev);
+    return fails ? 1 : 0;
+}
+
+static int px_body(const void *arg, int mode) {
+    if (mode) setenv("QATTN_CHECK_INDICES", "1", 1);
+    else unsetenv("QATTN_CHECK_INDICES");
+    return px_child((const pxcase *)arg, mode);
+}
+
 #if !defined(QATTN_BAD_INPUTS_HIP)
 /* ---- rows 15-17: Vulkan buffers ----------------------------------------- */
 typedef struct raw_buffer {
@@ -743,7 +973,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else {
-            fprintf(stderr, "usage: %s [--group core|decode|vulkan|all] [--no-validation] "
+            fprintf(stderr, "usage: %s [--group core|decode|paged|vulkan|all] [--no-validation] "
                             "[--variant auto|simt|matrix]\n", argv[0]);
             return 2;
         }
@@ -791,6 +1021,15 @@ int main(int argc, char **argv) {
         run_cases("decode", DECODE_CASES, sizeof DECODE_CASES / sizeof DECODE_CASES[0], &failed,
                   &skipped) == 77)
         goto skip;
+    if (all || !strcmp(group, "paged"))
+        for (size_t i = 0; i < sizeof PX_CASES / sizeof PX_CASES[0]; ++i)
+            for (int mode = 0; mode < 2; ++mode) {
+                printf("[paged] %s, %s\n", PX_CASES[i].name, mode ? "QATTN_CHECK_INDICES=1" : "no index mode");
+                const int rc = in_child(px_body, &PX_CASES[i], mode);
+                if (rc == 77) goto skip;
+                printf("  %s\n", rc ? "FAIL" : "ok");
+                failed += rc != 0;
+            }
     printf("%d case run(s) failed\n", failed);
     return failed ? 1 : 0;
 skip:

@@ -79,10 +79,15 @@ static void test_init_macros(void **state) {
     assert_int_equal(m.variant, QATTN_MQA_AUTO);
     assert_int_equal(m.rows_per_subgroup, 0);
     assert_int_equal(m.kv_slices, 0);
+    const qattn_paged_mqa_logits_options pm = QATTN_PAGED_MQA_LOGITS_OPTIONS_INIT;
+    assert_int_equal(pm.size, sizeof pm);
+    assert_int_equal(pm.variant, QATTN_PAGED_MQA_AUTO);
+    assert_int_equal(pm.keys_per_split, 0);
     /* size is the first member, so it is where every version puts it */
     assert_int_equal(offsetof(qattn_context_options, size), 0);
     assert_int_equal(offsetof(qattn_decode_options, size), 0);
     assert_int_equal(offsetof(qattn_mqa_logits_options, size), 0);
+    assert_int_equal(offsetof(qattn_paged_mqa_logits_options, size), 0);
 }
 
 /* ---- the reader, with two versions of a made-up struct ------------------- */
@@ -346,6 +351,33 @@ static void mqa_case_free(qattn_context *ctx, mqa_case *c) {
     for (int i = 0; i < c->n; ++i) qattn_buffer_free(ctx, c->b[i]);
 }
 
+typedef struct paged_case {
+    qattn_paged_mqa_logits_args a;
+    qattn_buffer *b[8];
+    int n;
+} paged_case;
+
+/* B 1, N 1, H 4, D 64, 512 fp8 slots in pages of 16, max_kv_len 512. */
+static void paged_case_make(qattn_context *ctx, paged_case *c) {
+    memset(c, 0, sizeof *c);
+    qattn_paged_mqa_logits_args *a = &c->a;
+    a->q = contig(ctx, c->b, &c->n, QATTN_FP8_E4M3FN, 4, (int64_t[]){1, 1, 4, 64});
+    a->k_cache = contig(ctx, c->b, &c->n, QATTN_FP8_E4M3FN, 2, (int64_t[]){512, 64});
+    a->k_scale = contig(ctx, c->b, &c->n, QATTN_F32, 1, (int64_t[]){512});
+    a->weights = contig(ctx, c->b, &c->n, QATTN_F32, 3, (int64_t[]){1, 1, 4});
+    a->kv_indptr = contig(ctx, c->b, &c->n, QATTN_I32, 1, (int64_t[]){2});
+    a->kv_indices = contig(ctx, c->b, &c->n, QATTN_I32, 1, (int64_t[]){32});
+    a->kv_lens = contig(ctx, c->b, &c->n, QATTN_I32, 1, (int64_t[]){1});
+    a->logits = contig(ctx, c->b, &c->n, QATTN_F32, 3, (int64_t[]){1, 1, 512});
+    a->page_size = 16;
+    a->max_kv_len = 512;
+    a->clean_logits = 1;
+}
+
+static void paged_case_free(qattn_context *ctx, paged_case *c) {
+    for (int i = 0; i < c->n; ++i) qattn_buffer_free(ctx, c->b[i]);
+}
+
 static void test_context_options(void **state) {
     (void)state;
     char err[512];
@@ -514,12 +546,82 @@ static void test_mqa_logits_options(void **state) {
     qattn_context_free(ctx);
 }
 
+static void test_paged_mqa_logits_options(void **state) {
+    (void)state;
+    qattn_context *ctx = qt_cpu_ctx();
+    qattn_device_caps caps = caps_lavapipe();
+    paged_case c;
+    paged_case_make(ctx, &c);
+    qattn_paged_mqa_logits_plan p, auto_dev;
+    char err[512];
+
+    assert_int_equal(qattn_paged_mqa_logits_plan_create(ctx, &c.a, NULL, &auto_dev), QATTN_OK);
+    assert_int_equal(qattn_paged_mqa_logits_plan_compute(&caps, &c.a, NULL, &p, err, sizeof err), QATTN_OK);
+    /* The current (first) version, ending where readable memory ends, and
+     * its fields are read: a split length of one key tile (the public rule:
+     * 0 or a multiple of the tile), and the variant the planner chose,
+     * pinned. */
+    qattn_paged_mqa_logits_options o = QATTN_PAGED_MQA_LOGITS_OPTIONS_INIT;
+    o.keys_per_split = auto_dev.kv_tile;
+    o.variant = auto_dev.variant;
+    guarded g = guarded_map();
+    const qattn_paged_mqa_logits_options *at = guarded_put(&g, &o, sizeof o);
+    assert_int_equal(qattn_paged_mqa_logits_plan_create(ctx, &c.a, at, &p), QATTN_OK);
+    assert_int_equal(p.keys_per_split, auto_dev.kv_tile);
+    assert_int_equal(p.num_splits, (512 + auto_dev.kv_tile - 1) / auto_dev.kv_tile);
+    assert_int_equal(p.variant, auto_dev.variant);
+    qattn_paged_mqa_logits_plan lp;
+    assert_int_equal(qattn_paged_mqa_logits_plan_compute(&caps, &c.a, NULL, &lp, err, sizeof err), QATTN_OK);
+    o.keys_per_split = lp.kv_tile;
+    o.variant = lp.variant;
+    at = guarded_put(&g, &o, sizeof o);
+    assert_int_equal(qattn_paged_mqa_logits_plan_compute(&caps, &c.a, at, &p, err, sizeof err), QATTN_OK);
+    assert_int_equal(p.keys_per_split, lp.kv_tile);
+    /* A field the rule refuses shows that it was read: a split of the
+     * tile plus one key. */
+    o.keys_per_split = lp.kv_tile + 1;
+    at = guarded_put(&g, &o, sizeof o);
+    assert_int_equal(qattn_paged_mqa_logits_plan_compute(&caps, &c.a, at, &p, err, sizeof err),
+                     QATTN_ERR_INVALID_ARGUMENT);
+    assert_true(has(err, "options.keys_per_split"));
+    o.keys_per_split = 0;
+
+    qt_refused_size bad[QT_REFUSED_SIZES];
+    const int n = qt_refused_sizes(sizeof o, bad);
+    for (int i = 0; i < n; ++i) {
+        o.size = bad[i].size;
+        memset(&p, QT_POISON, sizeof p);
+        assert_int_equal(qattn_paged_mqa_logits_plan_create(ctx, &c.a, &o, &p), QATTN_ERR_INVALID_ARGUMENT);
+        const char *e = qattn_last_error(ctx);
+        assert_true(has(e, bad[i].says));
+        assert_true(has(e, "options.size"));
+        assert_true(has(e, "qattn_paged_mqa_logits_options"));
+        assert_true(has(e, "QATTN_PAGED_MQA_LOGITS_OPTIONS_INIT"));
+        assert_true(plan_untouched(&p, sizeof p));
+        err[0] = '\0';
+        assert_int_equal(qattn_paged_mqa_logits_plan_compute(&caps, &c.a, &o, &p, err, sizeof err),
+                         QATTN_ERR_INVALID_ARGUMENT);
+        assert_true(has(err, bad[i].says));
+        assert_true(has(err, "qattn_paged_mqa_logits_options"));
+        assert_true(plan_untouched(&p, sizeof p));
+    }
+    /* Refused whatever the other fields say, and before reading them. */
+    const size_t lone = sizeof(size_t);
+    at = guarded_put(&g, &lone, sizeof lone);
+    assert_int_equal(qattn_paged_mqa_logits_plan_create(ctx, &c.a, at, &p), QATTN_ERR_INVALID_ARGUMENT);
+    assert_int_equal(qattn_paged_mqa_logits_plan_compute(&caps, &c.a, at, &p, err, sizeof err),
+                     QATTN_ERR_INVALID_ARGUMENT);
+    guarded_unmap(&g);
+    paged_case_free(ctx, &c);
+    qattn_context_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_init_macros),      cmocka_unit_test(test_struct_read),
         cmocka_unit_test(test_struct_write),     cmocka_unit_test(test_struct_arguments),
         cmocka_unit_test(test_context_options),  cmocka_unit_test(test_decode_options),
-        cmocka_unit_test(test_mqa_logits_options),
+        cmocka_unit_test(test_mqa_logits_options), cmocka_unit_test(test_paged_mqa_logits_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -165,6 +165,44 @@ class MqaLogitsPlan(ctypes.Structure):
         ("args_layout", ctypes.c_uint64), ("integrity", ctypes.c_uint64)]
 
 
+class PagedMqaLogitsArgs(ctypes.Structure):
+    _fields_ = [(n, Tensor) for n in ("q", "k_cache", "k_scale", "weights", "kv_indptr",
+                                      "kv_indices", "kv_lens", "logits")] + [
+        ("page_size", ctypes.c_int32), ("max_kv_len", ctypes.c_int32),
+        ("clean_logits", ctypes.c_int32)]
+
+
+class PagedMqaLogitsOptions(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("variant", ctypes.c_int),
+                ("keys_per_split", ctypes.c_int32)]
+
+
+class PagedMqaLogitsPlan(ctypes.Structure):
+    _fields_ = [("variant", ctypes.c_int)] + [
+        (n, ctypes.c_int32) for n in ("batch", "rows", "heads", "head_dim")] + [
+        ("q_dtype", ctypes.c_int), ("k_dtype", ctypes.c_int)] + [
+        (n, ctypes.c_int32) for n in ("page_size", "max_kv_len", "workgroup_size", "kv_tile",
+                                      "load_bytes", "q_staged", "q_stage_bytes", "num_splits",
+                                      "keys_per_split")] + [
+        ("grid", _u32x3), ("shared_bytes", ctypes.c_uint32),
+        ("workspace_bytes", ctypes.c_uint64), ("reason", ctypes.c_char * REASON_BYTES),
+        ("args_layout", ctypes.c_uint64), ("integrity", ctypes.c_uint64)]
+
+
+def paged_mqa_variants():
+    """{name: value} of qattn_paged_mqa_variant, read from the library's own
+    names (qattn_paged_mqa_variant_name), so a variant the library adds is
+    accepted by name without a copy here."""
+    lib = core()
+    out = {}
+    for v in range(64):
+        name = lib.qattn_paged_mqa_variant_name(v).decode()
+        if name == "invalid":
+            break
+        out[name] = v
+    return out
+
+
 # ---- loading ------------------------------------------------------------
 def _search_dirs():
     """Where the libraries are looked for, in order: QATTN_LIBRARY_DIR (a
@@ -257,6 +295,11 @@ def core():
            P(MqaLogitsOptions), P(MqaLogitsPlan))
     _proto(lib, "qattn_mqa_logits_run", c_int, vp, P(MqaLogitsPlan), P(MqaLogitsArgs), vp,
            ctypes.c_uint64)
+    _proto(lib, "qattn_paged_mqa_variant_name", ctypes.c_char_p, c_int)
+    _proto(lib, "qattn_paged_mqa_logits_plan_create", c_int, vp, P(PagedMqaLogitsArgs),
+           P(PagedMqaLogitsOptions), P(PagedMqaLogitsPlan))
+    _proto(lib, "qattn_paged_mqa_logits_run", c_int, vp, P(PagedMqaLogitsPlan),
+           P(PagedMqaLogitsArgs), vp, ctypes.c_uint64)
     _proto(lib, "qattn_fp8_to_f32", ctypes.c_float, ctypes.c_uint8, c_int)
     _proto(lib, "qattn_f32_to_fp8", ctypes.c_uint8, ctypes.c_float, c_int)
     _proto(lib, "qattn_f32_to_bf16", ctypes.c_uint16, ctypes.c_float)

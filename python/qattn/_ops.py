@@ -1,12 +1,10 @@
-"""The operations: decode (plan/run), KV store, MQA logits (plan/run).
+"""The operations: decode (plan/run), KV store, MQA logits (plan/run) and
+paged MQA logits (plan/run: the indexer at decode time, spec 5).
 
 Each op accepts numpy arrays, torch tensors, DLPack/__cuda_array_interface__
 objects and DeviceArrays. Plans hold their C plan, their workspace
 (allocated once, at planning) and the operands given at planning, which
 run() uses for any operand it is not given.
-
-The paged MQA indexer (spec 5) gets its plan class here, beside
-MqaLogitsPlan, when its C entry points land (qattn_paged_mqa_logits_*).
 """
 import copy
 import ctypes
@@ -694,3 +692,124 @@ class MqaLogitsPlan(_Plan):
             self._call(list(ops) + [out], self._fmts,
                        lambda a: run(ctx._h, plan, a, ws_buf, ws_off), stream or None, ops[0])
 
+
+
+# ---- paged MQA logits (the indexer at decode time) --------------------------
+_PAGED_MQA_OPERANDS = ("q", "k_cache", "k_scale", "weights", "kv_indptr", "kv_indices",
+                       "kv_lens", "logits")
+
+
+class PagedMqaLogitsPlan(_Plan):
+    """A paged FP8 MQA logits plan (qattn_paged_mqa_logits_plan, spec 5) for
+    one shape: each of B requests scores its own paged context with its N
+    new rows. Outputs are [B, N, max_kv_len] f32 views of rows padded to a
+    multiple of 256 (torch and numpy; a DeviceArray's rows are unpadded).
+
+    The plan is made from max_kv_len (a static bound), never from kv_lens,
+    so one plan serves every decode step of the shape and a captured graph
+    replays with any lengths up to it. Inspect: variant, num_splits,
+    keys_per_split, reason, info() (every field)."""
+
+    _args_type = L.PagedMqaLogitsArgs
+    _names = _PAGED_MQA_OPERANDS
+    _outputs = ("logits",)
+    _what = "PagedMqaLogitsPlan"
+    _arg_names = {"logits": "out"}
+    # keyed on every call even when they are the objects given at planning
+    _per_step = ("q", "weights", "kv_indptr", "kv_indices", "kv_lens")
+
+    def __init__(self, ctx, q, k_cache, k_scale, weights, kv_indptr, kv_indices, kv_lens, *,
+                 page_size, max_kv_len, clean_logits=True, q_format=None, k_format=None,
+                 variant="auto", keys_per_split=0, out=None):
+        self.ctx = ctx
+        qs = _shape_of(q, "q", q_format)
+        if len(qs) != 4:
+            raise ValueError("q: shape %s (rank %d), want [B, N, H, D]" % (qs, len(qs)))
+        self.page_size = L.c_int(page_size, "page_size")
+        self.max_kv_len = L.c_int(max_kv_len, "max_kv_len")
+        keys_per_split = L.c_int(keys_per_split, "keys_per_split")
+        self.out_shape = (qs[0], qs[1], self.max_kv_len)
+        self.clean_logits = bool(clean_logits)
+        self.q_format, self.k_format = q_format, k_format
+        variants = L.paged_mqa_variants()
+        if variant not in variants:
+            raise ValueError("variant: %r is not one of %s" % (variant, tuple(variants)))
+        if out is None:
+            out = self._new_out(q)
+        self._plan = L.PagedMqaLogitsPlan()
+        opts = L.PagedMqaLogitsOptions(ctypes.sizeof(L.PagedMqaLogitsOptions), variants[variant],
+                                       keys_per_split)
+        lib = ctx._lib
+        self._fmts = {"q": q_format, "k_cache": k_format}
+        self._cacheable = False
+        self._call([q, k_cache, k_scale, weights, kv_indptr, kv_indices, kv_lens, out], self._fmts,
+                   lambda a: lib.qattn_paged_mqa_logits_plan_create(
+                       ctx._h, a, ctypes.byref(opts), ctypes.byref(self._plan)), None, None)
+        self._plan_ref = ctypes.byref(self._plan)
+        self._bind_defaults(dict(q=q, k_cache=k_cache, k_scale=k_scale, weights=weights,
+                                 kv_indptr=kv_indptr, kv_indices=kv_indices, kv_lens=kv_lens))
+        self._cacheable = ctx.backend in ("cpu", "hip")
+        self.workspace = _workspace(ctx, q, self._plan.workspace_bytes)
+        self._register_live()
+
+    def _new_out(self, ref):
+        pad = -(-self.out_shape[2] // 256) * 256
+        return _empty_like(self.ctx, ref, self.out_shape, L.F32,
+                           pad_last=None if isinstance(ref, DeviceArray) else pad)
+
+    def _fill_scalars(self, a):
+        a.page_size, a.max_kv_len = self.page_size, self.max_kv_len
+        a.clean_logits = int(self.clean_logits)
+
+    # ---- inspection -------------------------------------------------------
+    @property
+    def variant(self):
+        return self.ctx._lib.qattn_paged_mqa_variant_name(self._plan.variant).decode()
+
+    @property
+    def num_splits(self):
+        return self._plan.num_splits
+
+    @property
+    def keys_per_split(self):
+        return self._plan.keys_per_split
+
+    def __repr__(self):
+        return ("qattn.PagedMqaLogitsPlan(variant=%r, num_splits=%d, keys_per_split=%d, "
+                "workspace_bytes=%d, reason=%r)" % (self.variant, self.num_splits,
+                                                    self.keys_per_split, self.workspace_bytes,
+                                                    self.reason))
+
+    # ---- run --------------------------------------------------------------
+    def run(self, q=None, k_cache=None, k_scale=None, weights=None, *, kv_indptr=None,
+            kv_indices=None, kv_lens=None, out=None, workspace=None, stream=None):
+        """Runs the plan; returns the logits (allocated when not given: give
+        out= at planning too when run() gets outputs of another layout,
+        since the plan is made for one)."""
+        if self._closed or self.ctx._h is None:
+            self._raise_closed()
+        d = self._defaults
+        ops = [d[n] if o is None else o for n, o in
+               zip(_PAGED_MQA_OPERANDS[:7],
+                   (q, k_cache, k_scale, weights, kv_indptr, kv_indices, kv_lens))]
+        if out is None:
+            out = self._new_out(ops[0])
+        ws = self.workspace if workspace is None else workspace
+        if _is_torch(ops[0]):
+            t = _torch()
+            sh = 0 if stream is None else _stream_int(stream)
+            if t.compiler.is_compiling():
+                t.ops.qattn.paged_mqa_logits(*ops, out, ws, self.id, sh)
+                return out
+            stream = sh
+        self._launch(ops, out, ws, stream)
+        return out
+
+    def _launch(self, ops, out, ws, stream):
+        """The C call; the torch custom op's implementation calls this too."""
+        ctx, plan = self.ctx, self._plan_ref
+        run = ctx._lib.qattn_paged_mqa_logits_run
+        with ctx._lock:
+            ws_buf, ws_off = self._bound_workspace(ws)
+            self._call(list(ops) + [out], self._fmts,
+                       lambda a: run(ctx._h, plan, a, ws_buf, ws_off), stream or None, ops[0])

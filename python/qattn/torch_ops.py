@@ -9,6 +9,9 @@ to an op, or torch_ops.register(), registers them).
                            k_scale, v_scale, ctx_id, kv_format, stream) -> ()
   torch.ops.qattn.mqa_logits(q, k, k_scale, weights, ks, ke, out, workspace,
                              plan_id, stream) -> ()
+  torch.ops.qattn.paged_mqa_logits(q, k_cache, k_scale, weights, kv_indptr,
+                                   kv_indices, kv_lens, out, workspace,
+                                   plan_id, stream) -> ()
 
 Each writes its outputs in place and returns nothing; the fake
 implementations do nothing, which is exactly their effect on shapes and
@@ -16,7 +19,8 @@ dtypes, so torch.compile(fullgraph=True) sees one opaque op per call.
 DecodePlan.run() allocates `out` (when not given) before calling the op, in
 the dtype the plan was made for (q's, f16 or bf16, unless out was given at
 planning), so a traced output follows q's dtype as an eager one does. plan_id is
-DecodePlan.id / MqaLogitsPlan.id and ctx_id is Context.id: plans are kept
+DecodePlan.id / MqaLogitsPlan.id / PagedMqaLogitsPlan.id and ctx_id is
+Context.id: plans are kept
 by the caller, as a captured graph keeps the plan's workspace address.
 stream 0 means torch's current stream. Plan.run() calls these ops while
 torch.compile traces and the implementations directly in eager mode, which
@@ -82,7 +86,20 @@ def _register():
     def _mqa_fake(q, k, k_scale, weights, ks, ke, out, workspace, plan_id, stream):
         return None
 
-    _registered.append((decode, kv_store, mqa_logits))
+    @torch.library.custom_op("qattn::paged_mqa_logits", mutates_args=("out", "workspace"))
+    def paged_mqa_logits(q: Tensor, k_cache: Tensor, k_scale: Tensor, weights: Tensor,
+                         kv_indptr: Tensor, kv_indices: Tensor, kv_lens: Tensor, out: Tensor,
+                         workspace: Optional[Tensor], plan_id: int, stream: int) -> None:
+        plan = _lookup(_ops._PLANS, plan_id, "plan_id")
+        plan._launch([q, k_cache, k_scale, weights, kv_indptr, kv_indices, kv_lens], out,
+                     workspace, stream)
+
+    @paged_mqa_logits.register_fake
+    def _paged_mqa_fake(q, k_cache, k_scale, weights, kv_indptr, kv_indices, kv_lens, out,
+                        workspace, plan_id, stream):
+        return None
+
+    _registered.append((decode, kv_store, mqa_logits, paged_mqa_logits))
 
 
 def _lookup(table, key, name):

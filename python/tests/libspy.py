@@ -19,7 +19,8 @@ CONTEXT_CALLS = frozenset((
     "qattn_buffer_wrap", "qattn_buffer_free", "qattn_buffer_upload", "qattn_buffer_download",
     "qattn_synchronize", "qattn_last_op_time_ms", "qattn_get_caps", "qattn_decode_plan_create",
     "qattn_decode_run", "qattn_kv_store", "qattn_mqa_logits_plan_create",
-    "qattn_mqa_logits_run", "qattn_hip_set_stream"))
+    "qattn_mqa_logits_run", "qattn_paged_mqa_logits_plan_create", "qattn_paged_mqa_logits_run",
+    "qattn_hip_set_stream"))
 
 
 class LibSpy:

@@ -44,6 +44,9 @@ STRUCTS = {
     "qattn_mqa_logits_args": L.MqaLogitsArgs,
     "qattn_mqa_logits_options": L.MqaLogitsOptions,
     "qattn_mqa_logits_plan": L.MqaLogitsPlan,
+    "qattn_paged_mqa_logits_args": L.PagedMqaLogitsArgs,
+    "qattn_paged_mqa_logits_options": L.PagedMqaLogitsOptions,
+    "qattn_paged_mqa_logits_plan": L.PagedMqaLogitsPlan,
 }
 # The #defines the binding copies as constants, checked the same way.
 CONSTANTS = {"QATTN_MAX_RANK": L.MAX_RANK, "QATTN_REASON_BYTES": L.REASON_BYTES,

@@ -4,10 +4,13 @@
 #   python_torch     pytest python/tests/test_torch.py: decode (vLLM layout,
 #                    read in place), KV store and MQA logits against float64,
 #                    CUDA-graph replay with fresh inputs, torch.compile
-#                    fullgraph, the custom op's schema and fake; its last line
-#                    is pytest's count ("N passed").
+#                    fullgraph, the custom op's schema and fake; and
+#                    test_torch_paged_mqa.py, the same for paged MQA logits
+#                    (DeepGEMM's fused cache read in place, graph replay with
+#                    fresh lengths); its last line is pytest's count ("N passed").
 #   python_safety    pytest python/tests/test_threads.py, test_lifetime.py,
-#                    test_bad_args.py, test_layout.py (issue 24) on the HIP
+#                    test_bad_args.py, test_layout.py (issue 24) and
+#                    test_paged_mqa.py's fresh_ctx cases on the HIP
 #                    backend (numpy operands, staged) and cpu: threads
 #                    sharing one context, plans freed when dropped, bad
 #                    scalars / ranks / closed contexts named, the ctypes
@@ -39,13 +42,13 @@ if [ -f "$H/lib/libqattn_hip.so.0.1" ]; then
   step python_torch 300 env PYTHONPATH="$pypath" bash -c "$(declare -f py_pre); py_pre; python3 -c 'import pytest; print(\"pytest\", pytest.__version__)' && \
     python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else \"torch sees no GPU\")' && \
     QATTN_PYTEST_REQUIRE=hip PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rs -v \
-    python/tests/test_torch.py"
+    python/tests/test_torch.py python/tests/test_torch_paged_mqa.py"
   wait_steps
   TAIL=40 report python_torch
   step python_safety 300 env PYTHONPATH="$pypath" bash -c "$(declare -f py_pre); py_pre; python3 -c 'import pytest; print(\"pytest\", pytest.__version__)' && \
     QATTN_PYTEST_REQUIRE=hip PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -p no:cacheprovider -rs -v \
     python/tests/test_threads.py python/tests/test_lifetime.py python/tests/test_bad_args.py \
-    python/tests/test_layout.py"
+    python/tests/test_layout.py python/tests/test_paged_mqa.py"
   wait_steps
   TAIL=40 report python_safety
   step python_vllm 120 env PYTHONPATH="$pypath" bash -c "$(declare -f py_pre); py_pre; python3 python/examples/vllm_decode.py"

@@ -336,7 +336,174 @@ static qattn_status run_mqa(qattn_context *ctx, call *c, int32_t clean, const qa
     return st;
 }
 
+/* ---- paged MQA logits ---- */
+/* Tensors in this order in call.t. */
+enum { PX_Q, PX_K, PX_KS, PX_W, PX_IP, PX_IX, PX_LN, PX_LOGITS };
+
+typedef struct paged_opts {
+    int32_t page_size, max_kv_len, clean;
+    qattn_paged_mqa_variant variant;
+    int split_tiles;      /* > 0: keys_per_split of this many of the plan's key tiles */
+    int32_t raw_split;    /* cpu build: a keys_per_split straight from the input */
+} paged_opts;
+
+static void build_paged(fz *f, qt_rng *rng, call *c, paged_opts *o) {
+    const int64_t B = 1 + fz_pick(f, 3), N = 1 + fz_pick(f, 4), H = 1 + fz_pick(f, 8);
+    const int64_t D = fz_u8(f) & 1 ? 128 : 64, P = 1 + fz_pick(f, 8), pages = 2 + fz_pick(f, 6);
+    const int64_t slots = pages * P, ppr = pages / B > 0 ? pages / B : 1;
+    const int rank3 = fz_u8(f) & 1;
+    const qattn_dtype qt = fz_u8(f) & 1 ? QATTN_FP8_E4M3FN : QATTN_FP8_E4M3FNUZ;
+    const qattn_dtype kt = fz_u8(f) & 1 ? QATTN_FP8_E4M3FN : QATTN_FP8_E4M3FNUZ;
+    ft *q = add(c, qt, 4, (int64_t[]){B, N, H, D}, 0);
+    qt_fill_fp8(rng, host(q), q->bytes, qt, 2.0f);
+    ft *k = rank3 ? add(c, kt, 3, (int64_t[]){pages, P, D}, 0) : add(c, kt, 2, (int64_t[]){slots, D}, 0);
+    qt_fill_fp8(rng, host(k), k->bytes, kt, 2.0f);
+    ft *ks = rank3 ? add(c, QATTN_F32, 2, (int64_t[]){pages, P}, 0) : add(c, QATTN_F32, 1, (int64_t[]){slots}, 0);
+    qt_fill_f32_pos(rng, host(ks), (size_t)slots, 0.5f, 1.0f);
+    ft *w = add(c, QATTN_F32, 3, (int64_t[]){B, N, H}, 0);
+    qt_fill_f32(rng, host(w), (size_t)(B * N * H), 1.0f);
+    ft *ip = add(c, QATTN_I32, 1, (int64_t[]){B + 1}, 0);
+    ft *ix = add(c, QATTN_I32, 1, (int64_t[]){pages}, 0);
+    ft *ln = add(c, QATTN_I32, 1, (int64_t[]){B}, 0);
+    int32_t *ipv = host(ip), *ixv = host(ix), *lnv = host(ln);
+    const int bad = fz_u8(f) >= 224; /* indices left as the input says */
+    int32_t longest = 0;
+    for (int64_t b = 0; b <= B; ++b) ipv[b] = (int32_t)(b * ppr);
+    for (int64_t i = 0; i < pages; ++i) ixv[i] = (int32_t)((i * 5 + fz_pick(f, 4)) % pages);
+    for (int64_t b = 0; b < B; ++b) {
+        lnv[b] = (int32_t)fz_pick(f, (int)(ppr * P) + 1);
+        if (lnv[b] > longest) longest = lnv[b];
+    }
+    if (bad) {
+        for (int64_t b = 0; b <= B; ++b) ipv[b] = fz_i32(f, ipv[b]);
+        for (int64_t i = 0; i < pages; ++i) ixv[i] = fz_i32(f, ixv[i]);
+        for (int64_t b = 0; b < B; ++b) lnv[b] = fz_i32(f, lnv[b]);
+    }
+    /* columns: the longest request, a few past it, or (sometimes) half of
+     * it (lengths past max_kv_len) */
+    int64_t M = longest + fz_pick(f, 4);
+    if (fz_u8(f) >= 224) M = longest / 2;
+    if (M < 1) M = 1;
+    add(c, QATTN_F32, 3, (int64_t[]){B, N, M}, 1);
+    o->page_size = fz_i32(f, (int32_t)P);
+    o->max_kv_len = fz_i32(f, (int32_t)M);
+    o->clean = fz_u8(f) & 1;
+    o->variant = (qattn_paged_mqa_variant)fz_pick(f, QATTN_PAGED_MQA_VARIANT_COUNT);
+    o->split_tiles = fz_pick(f, 4);
+    o->raw_split = fz_u8(f) >= 240 ? fz_i32(f, 16) : 0;
+    maybe_mutate(f, c);
+}
+
+static qattn_status run_paged(qattn_context *ctx, call *c, const paged_opts *po) {
+    qattn_paged_mqa_logits_args a;
+    memset(&a, 0, sizeof a);
+    qattn_tensor *dst[8] = {&a.q,         &a.k_cache,    &a.k_scale, &a.weights,
+                            &a.kv_indptr, &a.kv_indices, &a.kv_lens, &a.logits};
+    for (int i = 0; i < 8; ++i) *dst[i] = c->t[i].desc;
+    a.page_size = po->page_size;
+    a.max_kv_len = po->max_kv_len;
+    a.clean_logits = po->clean;
+    qattn_paged_mqa_logits_options o = QATTN_PAGED_MQA_LOGITS_OPTIONS_INIT;
+    o.variant = po->variant;
+    qattn_paged_mqa_logits_plan p;
+    qattn_status st;
+    if (po->split_tiles > 0) { /* the same number of this device's tiles on every backend */
+        st = qattn_paged_mqa_logits_plan_create(ctx, &a, &o, &p);
+        fz_check_status(st, qattn_last_error(ctx), "paged_mqa_logits_plan_create");
+        if (st != QATTN_OK) return st;
+        o.keys_per_split = po->split_tiles * p.kv_tile;
+    }
+#ifndef FZ_VULKAN
+    if (po->raw_split) o.keys_per_split = po->raw_split; /* its validity depends on the device */
+#endif
+    st = qattn_paged_mqa_logits_plan_create(ctx, &a, &o, &p);
+    fz_check_status(st, qattn_last_error(ctx), "paged_mqa_logits_plan_create");
+    if (st != QATTN_OK) return st;
+    if (getenv("QATTN_FUZZ_VERBOSE"))
+        fprintf(stderr, "paged mqa B=%d N=%d H=%d D=%d P=%d max_kv_len=%d: %s, %d splits of %d, reason %s\n",
+                (int)p.batch, (int)p.rows, (int)p.heads, (int)p.head_dim, (int)p.page_size, (int)p.max_kv_len,
+                qattn_paged_mqa_variant_name(p.variant), (int)p.num_splits, (int)p.keys_per_split, p.reason);
+    qattn_buffer *ws = NULL;
+    if (p.workspace_bytes && qattn_buffer_alloc(ctx, p.workspace_bytes, &ws) != QATTN_OK)
+        fz_fail("workspace alloc: %s", qattn_last_error(ctx));
+    st = qattn_paged_mqa_logits_run(ctx, &p, &a, ws, 0);
+    fz_check_status(st, qattn_last_error(ctx), "paged_mqa_logits_run");
+    qattn_buffer_free(ctx, ws);
+    return st;
+}
+
 #ifdef FZ_VULKAN
+/* Byte offset of element (i0, i1, i2) of t in its image (past the guard). */
+static int64_t elem_at(const qattn_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const int64_t ix[4] = {i0, i1, i2, i3};
+    int64_t e = 0;
+    for (int i = 0; i < t->rank; ++i) e += ix[i] * t->strides[i];
+    return (int64_t)t->offset - GUARD + e * (int64_t)qattn_dtype_size(t->dtype);
+}
+
+/* An i32 element of index tensor t (as called) from its host image. */
+static int32_t idx_at(call *c, int which, int64_t i) {
+    int32_t v;
+    memcpy(&v, (const uint8_t *)host(&c->t[which]) + elem_at(&c->t[which].desc, i, 0, 0, 0), 4);
+    return v;
+}
+
+/* Paged MQA logits against the cpu. Which columns a row sees comes from the
+ * page table as both backends read it (spec 5 with spec 2's index rules);
+ * a seen column is within spec 4's bound of the cpu's, A from the inputs
+ * as called; an unseen one is -inf on both with clean_logits, unspecified
+ * without. */
+static void compare_paged(call *c, uint8_t **got, uint8_t **ref, int32_t P, int32_t clean) {
+    const qattn_tensor *q = &c->t[PX_Q].desc, *k = &c->t[PX_K].desc, *ks = &c->t[PX_KS].desc;
+    const qattn_tensor *w = &c->t[PX_W].desc, *lg = &c->t[PX_LOGITS].desc;
+    const int64_t B = q->shape[0], N = q->shape[1], H = q->shape[2], D = q->shape[3], M = lg->shape[2];
+    const int64_t n_idx = c->t[PX_IX].desc.shape[0];
+    const int64_t n_slots = k->rank == 3 ? k->shape[0] * k->shape[1] : k->shape[0];
+    const uint8_t *qh = host(&c->t[PX_Q]), *kh = host(&c->t[PX_K]), *sh = host(&c->t[PX_KS]);
+    const uint8_t *wh = host(&c->t[PX_W]);
+    const uint8_t *g = got[PX_LOGITS] + GUARD, *r = ref[PX_LOGITS] + GUARD;
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t lo = idx_at(c, PX_IP, b), hi = idx_at(c, PX_IP, b + 1), L = idx_at(c, PX_LN, b);
+        for (int64_t t = 0; t < N; ++t)
+            for (int64_t p = 0; p < M; ++p) {
+                float x, y;
+                const int64_t o = elem_at(lg, b, t, p, 0);
+                memcpy(&x, g + o, 4);
+                memcpy(&y, r + o, 4);
+                const int64_t pos = lo + p / P;
+                int64_t slot = -1;
+                if (pos >= lo && pos < hi && pos >= 0 && pos < n_idx && p <= L - N + t) {
+                    const int64_t page = idx_at(c, PX_IX, pos);
+                    if (page >= 0 && page * P + p % P < n_slots) slot = page * P + p % P;
+                }
+                if (slot < 0) {
+                    if (clean && !(isinf(x) && x < 0 && isinf(y) && y < 0))
+                        fz_fail("paged mqa logits[%lld, %lld, %lld], not seen: %g, cpu %g (want -inf)",
+                                (long long)b, (long long)t, (long long)p, x, y);
+                    continue;
+                }
+                float sc;
+                if (ks->rank == 2) memcpy(&sc, sh + elem_at(ks, slot / P, slot % P, 0, 0), 4);
+                else memcpy(&sc, sh + elem_at(ks, slot, 0, 0, 0), 4);
+                const int64_t krow = k->rank == 3 ? elem_at(k, slot / P, slot % P, 0, 0) : elem_at(k, slot, 0, 0, 0);
+                double at = 0;
+                for (int64_t h = 0; h < H; ++h) {
+                    double sum = 0;
+                    const int64_t qrow = elem_at(q, b, t, h, 0);
+                    for (int64_t d = 0; d < D; ++d)
+                        sum += fabs((double)qattn_fp8_to_f32(qh[qrow + d * q->strides[3]], q->dtype) *
+                                    qattn_fp8_to_f32(kh[krow + d * k->strides[k->rank - 1]], k->dtype));
+                    float wv;
+                    memcpy(&wv, wh + elem_at(w, b, t, h, 0), 4);
+                    at += qt_tol_mqa_a_term(wv, sc, sum);
+                }
+                if (!isfinite(y) || !qt_tol_mqa_logit(x, y, at))
+                    fz_fail("paged mqa logits[%lld, %lld, %lld]: %g vs cpu %g", (long long)b, (long long)t,
+                            (long long)p, x, y);
+            }
+    }
+}
+
 /* Vulkan against the cpu oracle, output by output. */
 static void compare(int op, call *c, uint8_t **got, uint8_t **ref) {
     for (int i = 0; i < c->n; ++i) {
@@ -375,7 +542,7 @@ static void compare(int op, call *c, uint8_t **got, uint8_t **ref) {
                 if (is_o ? !qt_tol_decode_o(x, y) : !qt_tol_decode_lse(x, y))
                     fz_fail("decode %s[%zu]: %g vs cpu %g", is_o ? "o" : "lse", j, x, y);
             }
-        } else {
+        } else if (op == 2) {
             /* MQA: the a-term of each logit from the inputs. */
             const qattn_tensor *q = &c->t[0].desc, *k = &c->t[1].desc;
             const int64_t S = q->shape[0], H = q->shape[1], D = q->shape[2], Skv = k->shape[0];
@@ -403,7 +570,7 @@ static void compare(int op, call *c, uint8_t **got, uint8_t **ref) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz f = {data, size};
-    const int op = fz_pick(&f, 3);
+    const int op = fz_pick(&f, 4);
     char name[32];
     snprintf(name, sizeof name, "fuzz_ops_%u", (unsigned)fz_bits(&f, 4));
     qt_rng rng = qt_rng_for(name);
@@ -413,8 +580,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     qattn_decode_options dopt = QATTN_DECODE_OPTIONS_INIT;
     qattn_mqa_logits_options mopt = QATTN_MQA_LOGITS_OPTIONS_INIT;
     int32_t clean = 0;
+    paged_opts popt;
+    memset(&popt, 0, sizeof popt);
     if (op == 0) build_decode(&f, &rng, &c, &da, &dopt);
     else if (op == 1) build_kv_store(&f, &rng, &c);
+    else if (op == 3) build_paged(&f, &rng, &c, &popt);
     else {
         build_mqa(&f, &rng, &c, &clean);
         static const qattn_mqa_variant V[4] = {QATTN_MQA_AUTO, QATTN_MQA_DIRECT, QATTN_MQA_STAGED,
@@ -430,6 +600,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         bind(&c, k);
         if (op == 0) st[k] = run_decode(ctxs[k], &c, &da, &dopt);
         else if (op == 1) st[k] = run_kv_store(ctxs[k], &c);
+        else if (op == 3) st[k] = run_paged(ctxs[k], &c, &popt);
         else st[k] = run_mqa(ctxs[k], &c, clean, &mopt);
         outs[k] = verify(&c, k, ctxs[k], st[k], k ? "cpu" : (sides == 2 ? "vulkan" : "cpu"));
     }
@@ -440,7 +611,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st[0] != st[1] && !unsupported)
         fz_fail("op %d: vulkan %s (%s), cpu %s (%s)", op, qattn_status_name(st[0]), qattn_last_error(g_ctx),
                 qattn_status_name(st[1]), qattn_last_error(g_ref));
-    if (st[0] == QATTN_OK && st[1] == QATTN_OK) compare(op, &c, outs[0], outs[1]);
+    if (st[0] == QATTN_OK && st[1] == QATTN_OK) {
+        if (op == 3) compare_paged(&c, outs[0], outs[1], popt.page_size, popt.clean);
+        else compare(op, &c, outs[0], outs[1]);
+    }
 #endif
     release(&c, outs);
     return 0;

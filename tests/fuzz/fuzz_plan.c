@@ -1,8 +1,9 @@
-/* libFuzzer harness: both pure planners, called as fuzzers call them (no
- * validation), with fuzzed device capabilities, descriptors and options.
- * Beyond "no crash, no UB": a plan the planner returns must describe the
- * shape it was given, launch within the device's limits it was told, cover
- * every key (decode) or column (MQA), and be sealed (run would accept it). */
+/* libFuzzer harness: the pure planners (decode, MQA logits, paged MQA
+ * logits), called as fuzzers call them (no validation), with fuzzed device
+ * capabilities, descriptors and options. Beyond "no crash, no UB": a plan
+ * the planner returns must describe the shape it was given, launch within
+ * the device's limits it was told, cover every key (decode, paged MQA) or
+ * column (MQA), and be sealed (run would accept it). */
 #include "fuzz_common.h"
 #include "internal.h"
 
@@ -156,11 +157,85 @@ static void fuzz_mqa(fz *f, const qattn_device_caps *c) {
     if (sealed.integrity != p.integrity) fz_fail("mqa plan not sealed");
 }
 
+/* Paged MQA logits: the launch contract of qattn.h's
+ * qattn_paged_mqa_logits_plan (grid[0] = num_splits ranges of
+ * keys_per_split positions covering max_kv_len, grid[1] the requests up to
+ * 65535, grid[2] = 1, no workspace), within the device's limits. */
+static void fuzz_paged_mqa(fz *f, const qattn_device_caps *c) {
+    static const int64_t DIMS[4] = {64, 128, 256, 512};
+    int64_t B = 1 + fz_pick(f, 8), N = 1 + fz_pick(f, 8), H = 1 + fz_pick(f, 64), D = DIMS[fz_pick(f, 4)];
+    int64_t P = 1 + fz_pick(f, 64), M = 1 + (int64_t)fz_bits(f, 3);
+    if (fz_u8(f) >= 192) {
+        B = fz_i64(f, B);
+        N = fz_i64(f, N);
+        H = fz_i64(f, H);
+        M = fz_i64(f, M);
+    }
+    const int rank3 = fz_u8(f) & 1;
+    g_buf.bytes = UINT64_MAX;
+    qattn_paged_mqa_logits_args a;
+    memset(&a, 0, sizeof a);
+    a.q = mk(f, fz_u8(f) & 1 ? QATTN_FP8_E4M3FN : QATTN_FP8_E4M3FNUZ, 4, B, N, H, D);
+    if (rank3) {
+        a.k_cache = mk(f, QATTN_FP8_E4M3FN, 3, 1000, P, D, 0);
+        a.k_scale = mk(f, QATTN_F32, 2, 1000, P, 0, 0);
+    } else {
+        a.k_cache = mk(f, QATTN_FP8_E4M3FN, 2, 1000 * P, D, 0, 0);
+        a.k_scale = mk(f, QATTN_F32, 1, 1000 * P, 0, 0, 0);
+    }
+    a.weights = mk(f, QATTN_F32, 3, B, N, H, 0);
+    a.kv_indptr = mk(f, QATTN_I32, 1, fz_inc(B), 0, 0, 0);
+    a.kv_indices = mk(f, QATTN_I32, 1, 1000, 0, 0, 0);
+    a.kv_lens = mk(f, QATTN_I32, 1, B, 0, 0, 0);
+    a.logits = mk(f, QATTN_F32, 3, B, N, M, 0);
+    a.page_size = fz_i32(f, (int32_t)P);
+    a.max_kv_len = fz_i32(f, (int32_t)M);
+    qattn_paged_mqa_logits_options o = QATTN_PAGED_MQA_LOGITS_OPTIONS_INIT;
+    o.variant = (qattn_paged_mqa_variant)fz_pick(f, QATTN_PAGED_MQA_VARIANT_COUNT + 1);
+    o.keys_per_split = fz_u8(f) & 1 ? 16 * fz_pick(f, 64) : fz_i32(f, 0);
+    qattn_paged_mqa_logits_plan p;
+    char err[512] = "";
+    qattn_status st = qattn_paged_mqa_logits_plan_compute(c, &a, fz_u8(f) & 1 ? &o : NULL, &p, err, sizeof err);
+    fz_check_status(st, err, "paged_mqa_logits_plan_compute");
+    if (st != QATTN_OK) return;
+    if (p.batch != a.q.shape[0] || p.rows != a.q.shape[1] || p.heads != a.q.shape[2] ||
+        p.head_dim != a.q.shape[3] || p.page_size != a.page_size || p.max_kv_len != a.max_kv_len ||
+        p.q_dtype != a.q.dtype || p.k_dtype != a.k_cache.dtype)
+        fz_fail("paged mqa plan describes another shape");
+    if (p.variant <= QATTN_PAGED_MQA_AUTO || p.variant >= QATTN_PAGED_MQA_VARIANT_COUNT)
+        fz_fail("paged mqa plan: variant %d", (int)p.variant);
+    if (p.workgroup_size < 1 || (uint32_t)p.workgroup_size > c->max_workgroup_size)
+        fz_fail("paged mqa plan: workgroup of %d lanes on a device of %u", (int)p.workgroup_size,
+                (unsigned)c->max_workgroup_size);
+    if (p.shared_bytes > c->max_shared_bytes)
+        fz_fail("paged mqa plan: %u shared bytes > the device's %u", (unsigned)p.shared_bytes,
+                (unsigned)c->max_shared_bytes);
+    if (p.kv_tile < 1 || p.keys_per_split < 1 || p.keys_per_split % p.kv_tile != 0 || p.num_splits < 1)
+        fz_fail("paged mqa plan: %d splits of %d keys, tile %d", (int)p.num_splits, (int)p.keys_per_split,
+                (int)p.kv_tile);
+    if ((int64_t)p.num_splits * p.keys_per_split < a.max_kv_len ||
+        (int64_t)(p.num_splits - 1) * p.keys_per_split >= a.max_kv_len ||
+        (int64_t)p.num_splits * p.keys_per_split > INT32_MAX)
+        fz_fail("paged mqa plan: %d x %d keys for max_kv_len %d", (int)p.num_splits, (int)p.keys_per_split,
+                (int)a.max_kv_len);
+    const int64_t Bp = a.q.shape[0];
+    if (p.grid[0] != (uint32_t)p.num_splits || p.grid[0] > 65535 ||
+        p.grid[1] != (uint32_t)(Bp < 65535 ? Bp : 65535) || p.grid[2] != 1)
+        fz_fail("paged mqa plan: grid %u x %u x %u", (unsigned)p.grid[0], (unsigned)p.grid[1],
+                (unsigned)p.grid[2]);
+    if (p.workspace_bytes != 0) fz_fail("paged mqa plan: workspace %llu", (unsigned long long)p.workspace_bytes);
+    reason_ok(p.reason);
+    qattn_paged_mqa_logits_plan sealed;
+    qattn__seal_paged_mqa_logits_plan(&sealed, &p, &a);
+    if (sealed.integrity != p.integrity) fz_fail("paged mqa plan not sealed");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz f = {data, size};
-    const int op = fz_pick(&f, 2);
+    const int op = fz_pick(&f, 3);
     const qattn_device_caps c = fuzz_caps(&f);
     if (op == 0) fuzz_decode(&f, &c);
-    else fuzz_mqa(&f, &c);
+    else if (op == 1) fuzz_mqa(&f, &c);
+    else fuzz_paged_mqa(&f, &c);
     return 0;
 }
