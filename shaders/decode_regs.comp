@@ -38,9 +38,9 @@
 // partials are in dim order.
 //
 // e5m2 codes are the top byte of an f16 (one mask per pair, no power of two
-// left); P carries v_scale * 2^7 (as in decode_tiled.comp: p * v_scale alone
+// left); P carries v_scale * 2^8 (as in decode_tiled.comp: p * v_scale alone
 // would fall among f16's subnormals at e5m2's scales) and the partials are
-// stored times 2^-7. q is bf16 or f16 (pc.flags), read once.
+// stored times 2^-8. q is bf16 or f16 (pc.flags), read once.
 //
 // Defines: KV_FP8FN | KV_FP8FNUZ | KV_FP8E5M2 | KV_I8; HEAD_DIM (64, 128).
 // Specialization constants as decode_tiled.comp's (the launch is built by
@@ -87,7 +87,7 @@ const float KF = 1.0;
 const float KF = 256.0;
 #endif
 #if defined(KV_FP8E5M2)
-const float VPF = 128.0;      // P = p * v_scale * VPF; partials stored times 1 / VPF
+const float VPF = 256.0;      // P = p * v_scale * VPF; partials stored times 1 / VPF
 #else
 const float VPF = 1.0;
 #endif

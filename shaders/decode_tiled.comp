@@ -33,10 +33,10 @@
 // product does not care) and the merge swaps the output dims back.
 //
 // e5m2 codes are the top byte of an f16, so they decode by one mask per pair
-// and leave no power of two; P^T carries v_scale * 2^7 instead (P = p *
+// and leave no power of two; P^T carries v_scale * 2^8 instead (P = p *
 // v_scale in f16 would fall among f16's subnormals for e5m2's scales, 2^7
 // smaller than e4m3's for the same data) and the partials are stored times
-// 2^-7, both exact.
+// 2^-8, both exact (the HIP kernels' PSF).
 //
 // Head dims: D (q and K, spec constant 1) and DV (V and o, constant 9), each
 // a multiple of 16; a K tile row is D dims, a V tile row DV. q is bf16 or f16
@@ -103,7 +103,7 @@ const float KF = 256.0;
 #endif
 #endif
 #if defined(KV_FP8E5M2)
-const float VPF = 128.0;           // P^T = p * v_scale * VPF; partials are stored times 1 / VPF
+const float VPF = 256.0;           // P^T = p * v_scale * VPF; partials are stored times 1 / VPF
 #else
 const float VPF = 1.0;
 #endif
