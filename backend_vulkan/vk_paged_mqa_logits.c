@@ -1,42 +1,89 @@
 /* Paged FP8 MQA logits on Vulkan (spec 5): one launch of the planned
- * variant (shaders/paged_mqa_logits_simt.comp). The plan fixes the geometry,
- * the splits and the load width; this file turns them into specialization
- * constants and the push block, and nothing else: it reads no lengths, so
- * the launch records into a command buffer once and replays every step. */
+ * variant, shaders/paged_mqa_logits_simt.comp or
+ * shaders/paged_mqa_logits_matrix.comp (paged_mqa_logits_matrix_d<D>_<reg|
+ * shared> by the plan's head dim and fragment_layout). The core builds the
+ * push block (qattn_paged_mqa_kernel_args_of); the plan's geometry becomes
+ * the specialization constants and nothing else: no length is read, so the
+ * launch records into a command buffer once and replays every step. */
+#include <stdio.h>
 #include <string.h>
 
 #include "vk_internal.h"
 
-/* Mirrors the push block of paged_mqa_logits_simt.comp (std430). */
-typedef struct pm_push {
-    uint64_t q, k, k_scale, weights, indptr, indices, lens, logits;
-    int32_t q_b, q_t, q_h, k_row, k_page, s_row, s_page, w_b, w_t, l_b, l_t;
-    int32_t n_slots, n_idx, M, kps, clean;
-} pm_push;
-
-/* Specialization constant ids of the shader. */
+/* Specialization constant ids of the simt shader. */
 enum {
-    SPEC_NTH, SPEC_D, SPEC_NROWS, SPEC_H, SPEC_P, SPEC_B, SPEC_Q_FNUZ, SPEC_K_FNUZ, SPEC_ALIGN16,
-    SPEC_K_PAGED, SPEC_S_PAGED, SPEC_QSTAGE, SPEC_COUNT
+    SIMT_NTH, SIMT_D, SIMT_NROWS, SIMT_H, SIMT_P, SIMT_B, SIMT_Q_FNUZ, SIMT_K_FNUZ, SIMT_ALIGN16,
+    SIMT_QSTAGE, SIMT_COUNT
+};
+/* ... and of the matrix shader. */
+enum {
+    MX_NTH, MX_NROWS, MX_H, MX_HP, MX_PR, MX_PASSES, MX_P, MX_B, MX_Q_FNUZ, MX_K_FNUZ, MX_KM, MX_NSG, MX_TN,
+    MX_QR, MX_COUNT
 };
 
-#define PM_SHADER "paged_mqa_logits_simt"
+#define PM_SIMT "paged_mqa_logits_simt"
 
-int qattn_vk_paged_mqa_supports(qattn_vk *vk, const qattn_paged_mqa_logits_plan *p) {
-    if (p->variant != QATTN_PAGED_MQA_SIMT || !qattn_vk_has_shader(PM_SHADER)) return 0;
-    if (p->workgroup_size < 1 || (uint32_t)p->workgroup_size > vk->caps.max_workgroup_size) return 0;
-    if (p->kv_tile != p->workgroup_size || p->shared_bytes > vk->caps.max_shared_bytes) return 0;
-    if (p->load_bytes != 1 && p->load_bytes != 16) return 0;
-    if (p->q_staged && p->q_stage_bytes != p->heads * p->head_dim * 2) return 0;
-    for (int i = 0; i < 3; ++i)
-        if (p->grid[i] < 1 || p->grid[i] > vk->props.limits.maxComputeWorkGroupCount[i]) return 0;
-    return p->keys_per_split >= p->kv_tile && p->keys_per_split % p->kv_tile == 0;
+/* The shader of a matrix plan, in buf; 0 when the plan's head dim has none. */
+static int matrix_shader(const qattn_paged_mqa_logits_plan *p, char *buf, size_t n) {
+    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) return 0;
+    snprintf(buf, n, "paged_mqa_logits_matrix_d%d_%s", (int)p->head_dim, p->fragment_layout ? "reg" : "shared");
+    return 1;
 }
 
-/* A 16-byte plan needs the device addresses to keep the alignment the
- * descriptors promised (the buffers' own base addresses). */
-static int addresses_aligned(const qattn_paged_mqa_logits_args *a) {
-    return qattn_vk_addr(&a->q) % 16 == 0 && qattn_vk_addr(&a->k_cache) % 16 == 0;
+static int lists_shape(const qattn_device_caps *c, const qattn_matrix_shape *want) {
+    for (int32_t i = 0; i < c->n_matrix_shapes && i < QATTN_MAX_MATRIX_SHAPES; ++i) {
+        const qattn_matrix_shape *m = &c->matrix_shapes[i];
+        if (m->m == want->m && m->n == want->n && m->k == want->k && m->a_type == want->a_type &&
+            m->c_type == want->c_type)
+            return 1;
+    }
+    return 0;
+}
+
+/* The matrix plan is the shader's layout: 4 subgroups of 32 lanes, the
+ * keys of a step 16 x key_tiles per subgroup, 16-column blocks of q, the
+ * shared arrays the planner counted, and a shape and fragment path this
+ * device has. */
+static int matrix_supported(qattn_vk *vk, const qattn_paged_mqa_logits_plan *p) {
+    char name[64];
+    if (!matrix_shader(p, name, sizeof name) || !qattn_vk_has_shader(name)) return 0;
+    if (!vk->has_coopmat || !(vk->caps.features & QATTN_FEAT_COOPMAT) || !lists_shape(&vk->caps, &p->matrix_shape))
+        return 0;
+    const qattn_matrix_shape *s = &p->matrix_shape;
+    if (s->m != 16 || s->k != 16 || (s->n != 16 && s->n != 8) || s->a_type != QATTN_F16 || s->c_type != QATTN_F32)
+        return 0;
+    if (p->fragment_layout && (s->n != 16 || !(vk->caps.features & QATTN_FEAT_FRAGMENT_LAYOUT))) return 0;
+    if (p->subgroup_size != 32 || p->subgroups < 1 || p->workgroup_size != p->subgroup_size * p->subgroups)
+        return 0;
+    const int fixed = vk->caps.subgroup_size_min == vk->caps.subgroup_size_max;
+    if (fixed ? vk->caps.subgroup_size_max != 32u
+              : (!vk->has_subgroup_size_control || vk->caps.subgroup_size_min > 32u || vk->caps.subgroup_size_max < 32u))
+        return 0;
+    if (p->key_tiles < 1 || p->kv_tile != 16 * p->key_tiles * p->subgroups) return 0;
+    if (!p->fragment_layout && p->key_tiles != 1) return 0; /* LAYOUT 0 holds one 16-key tile per subgroup */
+    if (p->head_slots < p->heads || p->head_slots % 16 != 0 || p->q_row_halves != p->head_dim + 8) return 0;
+    if (p->pass_rows < 1 || p->passes < 1 || (int64_t)p->pass_rows * p->passes < p->rows) return 0;
+    if (p->load_bytes != 16) return 0;
+    const int64_t qr = p->q_row_halves, hp = p->head_slots;
+    int64_t bytes = (int64_t)p->pass_rows * hp * (qr * 2 + 4);
+    if (!p->fragment_layout) bytes += (int64_t)p->subgroups * (16 * qr * 2 + 16 * 16 * 4);
+    return bytes == (int64_t)p->shared_bytes;
+}
+
+int qattn_vk_paged_mqa_supports(qattn_vk *vk, const qattn_paged_mqa_logits_plan *p) {
+    if (p->workgroup_size < 1 || (uint32_t)p->workgroup_size > vk->caps.max_workgroup_size) return 0;
+    if (p->shared_bytes > vk->caps.max_shared_bytes) return 0;
+    for (int i = 0; i < 3; ++i)
+        if (p->grid[i] < 1 || p->grid[i] > vk->props.limits.maxComputeWorkGroupCount[i]) return 0;
+    if (p->keys_per_split < p->kv_tile || p->keys_per_split % p->kv_tile != 0) return 0;
+    switch (p->variant) {
+    case QATTN_PAGED_MQA_SIMT:
+        if (!qattn_vk_has_shader(PM_SIMT) || p->kv_tile != p->workgroup_size) return 0;
+        if (p->load_bytes != 1 && p->load_bytes != 16) return 0;
+        return !p->q_staged || p->q_stage_bytes == p->heads * p->head_dim * 2;
+    case QATTN_PAGED_MQA_MATRIX: return matrix_supported(vk, p);
+    default: return 0;
+    }
 }
 
 qattn_status qattn_vk_paged_mqa_logits(void *be, const qattn_paged_mqa_logits_plan *plan,
@@ -46,53 +93,48 @@ qattn_status qattn_vk_paged_mqa_logits(void *be, const qattn_paged_mqa_logits_pl
     if (!qattn_vk_paged_mqa_supports(vk, plan))
         return qattn_vk_fail(vk, QATTN_ERR_UNSUPPORTED, "paged_mqa_logits: this device cannot run the %s plan",
                              qattn_paged_mqa_variant_name(plan->variant));
-    if (plan->load_bytes == 16 && !addresses_aligned(a))
-        return qattn_vk_fail(vk, QATTN_ERR_ALIGNMENT,
-                             "paged_mqa_logits: the plan loads q and k_cache 16 bytes at a time but a "
-                             "buffer's device address is not 16-byte aligned");
-    const int k_paged = a->k_cache.rank == 3, s_paged = a->k_scale.rank == 2;
-    pm_push p;
-    memset(&p, 0, sizeof p);
-    p.q = qattn_vk_addr(&a->q);
-    p.k = qattn_vk_addr(&a->k_cache);
-    p.k_scale = qattn_vk_addr(&a->k_scale);
-    p.weights = qattn_vk_addr(&a->weights);
-    p.indptr = qattn_vk_addr(&a->kv_indptr);
-    p.indices = qattn_vk_addr(&a->kv_indices);
-    p.lens = qattn_vk_addr(&a->kv_lens);
-    p.logits = qattn_vk_addr(&a->logits);
-    p.q_b = qattn_vk_stride(&a->q, 0);
-    p.q_t = qattn_vk_stride(&a->q, 1);
-    p.q_h = qattn_vk_stride(&a->q, 2);
-    p.k_row = qattn_vk_stride(&a->k_cache, k_paged ? 1 : 0);
-    p.k_page = k_paged ? qattn_vk_stride(&a->k_cache, 0) : 0;
-    p.s_row = qattn_vk_stride(&a->k_scale, s_paged ? 1 : 0);
-    p.s_page = s_paged ? qattn_vk_stride(&a->k_scale, 0) : 0;
-    p.w_b = qattn_vk_stride(&a->weights, 0);
-    p.w_t = qattn_vk_stride(&a->weights, 1);
-    p.l_b = qattn_vk_stride(&a->logits, 0);
-    p.l_t = qattn_vk_stride(&a->logits, 1);
-    p.n_slots = (int32_t)(k_paged ? a->k_cache.shape[0] * a->k_cache.shape[1] : a->k_cache.shape[0]);
-    p.n_idx = (int32_t)a->kv_indices.shape[0];
-    p.M = plan->max_kv_len;
-    p.kps = plan->keys_per_split;
-    p.clean = a->clean_logits ? 1 : 0;
+    qattn_paged_mqa_kernel_args p;
+    char why[256];
+    qattn_status s = qattn_paged_mqa_kernel_args_of(plan, a, qattn_vk_addr, &p, why, sizeof why);
+    if (s != QATTN_OK) return qattn_vk_fail(vk, s, "paged_mqa_logits: %s", why);
 
-    uint32_t spec[SPEC_COUNT];
-    spec[SPEC_NTH] = (uint32_t)plan->workgroup_size;
-    spec[SPEC_D] = (uint32_t)plan->head_dim;
-    spec[SPEC_NROWS] = (uint32_t)plan->rows;
-    spec[SPEC_H] = (uint32_t)plan->heads;
-    spec[SPEC_P] = (uint32_t)plan->page_size;
-    spec[SPEC_B] = (uint32_t)plan->batch;
-    spec[SPEC_Q_FNUZ] = plan->q_dtype == QATTN_FP8_E4M3FNUZ;
-    spec[SPEC_K_FNUZ] = plan->k_dtype == QATTN_FP8_E4M3FNUZ;
-    spec[SPEC_ALIGN16] = plan->load_bytes == 16;
-    spec[SPEC_K_PAGED] = (uint32_t)k_paged;
-    spec[SPEC_S_PAGED] = (uint32_t)s_paged;
-    spec[SPEC_QSTAGE] = plan->q_staged ? 1u : 0u;
     VkPipeline pipe;
-    qattn_status s = qattn_vk_pipeline(vk, PM_SHADER, spec, SPEC_COUNT, sizeof p, 0, &pipe);
+    if (plan->variant == QATTN_PAGED_MQA_SIMT) {
+        uint32_t spec[SIMT_COUNT];
+        spec[SIMT_NTH] = (uint32_t)plan->workgroup_size;
+        spec[SIMT_D] = (uint32_t)plan->head_dim;
+        spec[SIMT_NROWS] = (uint32_t)plan->rows;
+        spec[SIMT_H] = (uint32_t)plan->heads;
+        spec[SIMT_P] = (uint32_t)plan->page_size;
+        spec[SIMT_B] = (uint32_t)plan->batch;
+        spec[SIMT_Q_FNUZ] = plan->q_dtype == QATTN_FP8_E4M3FNUZ;
+        spec[SIMT_K_FNUZ] = plan->k_dtype == QATTN_FP8_E4M3FNUZ;
+        spec[SIMT_ALIGN16] = plan->load_bytes == 16;
+        spec[SIMT_QSTAGE] = plan->q_staged ? 1u : 0u;
+        s = qattn_vk_pipeline(vk, PM_SIMT, spec, SIMT_COUNT, sizeof p, 0, &pipe);
+    } else {
+        char name[64];
+        matrix_shader(plan, name, sizeof name);
+        uint32_t spec[MX_COUNT];
+        spec[MX_NTH] = (uint32_t)plan->workgroup_size;
+        spec[MX_NROWS] = (uint32_t)plan->rows;
+        spec[MX_H] = (uint32_t)plan->heads;
+        spec[MX_HP] = (uint32_t)plan->head_slots;
+        spec[MX_PR] = (uint32_t)plan->pass_rows;
+        spec[MX_PASSES] = (uint32_t)plan->passes;
+        spec[MX_P] = (uint32_t)plan->page_size;
+        spec[MX_B] = (uint32_t)plan->batch;
+        spec[MX_Q_FNUZ] = plan->q_dtype == QATTN_FP8_E4M3FNUZ;
+        spec[MX_K_FNUZ] = plan->k_dtype == QATTN_FP8_E4M3FNUZ;
+        spec[MX_KM] = (uint32_t)plan->key_tiles;
+        spec[MX_NSG] = (uint32_t)plan->subgroups;
+        spec[MX_TN] = plan->matrix_shape.n;
+        spec[MX_QR] = (uint32_t)plan->q_row_halves;
+        /* the lane mapping is written for 32-lane subgroups: pinned where the
+         * device varies them */
+        const uint32_t pin = vk->caps.subgroup_size_min != vk->caps.subgroup_size_max ? 32u : 0u;
+        s = qattn_vk_pipeline(vk, name, spec, MX_COUNT, sizeof p, pin, &pipe);
+    }
     if (s != QATTN_OK) return s;
     if ((s = qattn_vk_begin(vk)) != QATTN_OK) return s;
     qattn_vk_dispatch(vk, pipe, &p, sizeof p, plan->grid[0], plan->grid[1], plan->grid[2]);

@@ -6,10 +6,12 @@
 //
 // Workgroup (split x, request y, grid-stride over requests): the context
 // positions [x * KPS, x * KPS + KPS) below max_kv_len, a tile of NTH
-// positions at a time. Per tile:
+// positions at a time (the push block and the index rules are
+// paged_mqa_common.glsl's, shared with the HIP kernels). Per tile:
 //   1. each thread resolves its position's slot through the page table
 //      (spec 2: an entry outside the request's pages or the table, or a
-//      slot outside the cache, makes the position invisible);
+//      slot outside the cache, makes the position invisible) and its key's
+//      offset in the cache (the page's base in 64 bits: caches of any size);
 //   2. the workgroup reads the tile's keys once, each key's D codes by
 //      consecutive threads in 16-byte loads, and keeps them as f16 (exact
 //      for fp8) with their scales in shared memory;
@@ -24,6 +26,7 @@
 // past it only writes its -inf.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "paged_mqa_common.glsl"
 
 layout(local_size_x_id = 0) in;
 
@@ -36,28 +39,12 @@ layout(constant_id = 5) const int B = 1;            // requests
 layout(constant_id = 6) const bool Q_FNUZ = false;  // q codes are e4m3fnuz
 layout(constant_id = 7) const bool K_FNUZ = false;  // k codes are e4m3fnuz
 layout(constant_id = 8) const bool ALIGN16 = true;  // q and key rows start 16-byte aligned
-layout(constant_id = 9) const bool K_PAGED = false; // k_cache is [N_pages, P, D]
-layout(constant_id = 10) const bool S_PAGED = false; // k_scale is [N_pages, P]
-layout(constant_id = 11) const bool QSTAGE = false; // a row's q decoded once per tile into shared memory
-
-// Mirrored by pm_push in backend_vulkan/vk_paged_mqa_logits.c (std430).
-layout(push_constant, std430) uniform Push {
-    uint64_t q, k, k_scale, weights, indptr, indices, lens, logits;
-    int q_b, q_t, q_h;      // strides, bytes (fp8)
-    int k_row, k_page;      // bytes; k_page only when K_PAGED
-    int s_row, s_page;      // f32 elements; s_page only when S_PAGED
-    int w_b, w_t;           // f32 elements
-    int l_b, l_t;           // f32 elements
-    int n_slots, n_idx;     // cache slots, kv_indices entries
-    int M;                  // max_kv_len: logits columns
-    int kps;                // positions per split
-    int clean;
-} pc;
+layout(constant_id = 9) const bool QSTAGE = false;  // a row's q decoded once per tile into shared memory
 
 const int D16 = D / 16;
 shared uint sk[(D / 2) * NTH]; // f16 pairs, pair-major: sk[pair * NTH + position]
 shared float ss[NTH];          // scales
-shared uint soff[NTH];         // key's byte offset from pc.k (inside the cache: < 2^31)
+shared uint64_t soff[NTH];     // the key's element offset in the cache (64 bits: caches of any size)
 shared int sok[NTH];           // 1: the position has a slot
 shared uint sq[QSTAGE ? H * D / 2 : 1]; // QSTAGE: one row's q as f16 pairs, [head][pair]
 
@@ -76,50 +63,33 @@ vec4 decode4(uint w, bool fnuz) {
 
 void fill_neg_inf(int b, int from, int to, int tid) {
     for (int t = 0; t < NROWS; ++t) {
-        const int64_t row = int64_t(b) * pc.l_b + int64_t(t) * pc.l_t;
+        const int64_t row = int64_t(b) * pc.l_sb + int64_t(t) * pc.l_sr;
         for (int p = from + tid; p < to; p += NTH)
-            RefF32(qa_at(pc.logits, row + p, 4u)).v[0] = uintBitsToFloat(0xFF800000u);
+            RefF32(qa_at(pc.logits, row + p, 4u)).v[0] = uintBitsToFloat(PM_NEG_INF);
     }
 }
 
 void main() {
     const int tid = int(gl_LocalInvocationID.x);
-    const int c0 = int(gl_WorkGroupID.x) * pc.kps;
-    const int c1 = min(c0 + pc.kps, pc.M);
-    const uint pages = (uint(pc.n_slots) + uint(P) - 1u) / uint(P);
+    const int c0 = pmi_split_begin(int(gl_WorkGroupID.x), pc.keys_per_split, pc.M);
+    const int c1 = pmi_split_end(c0, pc.keys_per_split, pc.M);
     for (int b = int(gl_WorkGroupID.y); b < B; b += int(gl_NumWorkGroups.y)) {
-        const int L = RefI32(pc.lens).v[b];
-        const int begin = RefI32(pc.indptr).v[b];
-        const int end = min(RefI32(pc.indptr).v[b + 1], pc.n_idx);
-        // Positions some row may see: below L (the last row's bound) and
-        // inside the request's pages.
-        const int64_t cap = end > begin ? int64_t(end - begin) * int64_t(P) : int64_t(0);
-        const int lim = int(min(int64_t(max(L, 0)), cap));
-        const int t_end = max(c0, min(c1, lim));
+        const pm_request rq = pm_request_of(b);
+        const int L = rq.L;
+        const int t_end = max(c0, min(c1, rq.lim));
         if (pc.clean != 0) fill_neg_inf(b, t_end, c1, tid);
         for (int base = c0; base < t_end; base += NTH) {
             // 1. this thread's position: its slot, key offset and scale
             const int p = base + tid;
             bool ok = false;
-            uint off = 0u;
+            uint64_t off = 0ul;
             float sc = 0.0;
             if (p < t_end) {
-                const int e = begin + p / P; // < end, as p < cap
-                if (e >= 0) {
-                    const int page = RefI32(pc.indices).v[e];
-                    const int row = p % P;
-                    if (page >= 0 && uint(page) < pages) {
-                        const uint slot = uint(page) * uint(P) + uint(row);
-                        ok = slot < uint(pc.n_slots);
-                        if (ok) {
-                            // inside the cache, so inside int32 (the core bounds every span)
-                            off = K_PAGED ? uint(page) * uint(pc.k_page) + uint(row) * uint(pc.k_row)
-                                          : slot * uint(pc.k_row);
-                            const uint se = S_PAGED ? uint(page) * uint(pc.s_page) + uint(row) * uint(pc.s_row)
-                                                    : slot * uint(pc.s_row);
-                            sc = RefF32(pc.k_scale + uint64_t(se) * 4ul).v[0];
-                        }
-                    }
+                const ivec2 pr = pm_slot(rq, p);
+                ok = pr.x >= 0;
+                if (ok) {
+                    off = pmi_elem(pr.x, pr.y, pc.k_ps, pc.k_rs);
+                    sc = RefF32(pc.ks + pmi_elem(pr.x, pr.y, pc.ks_ps, pc.ks_rs) * 4ul).v[0];
                 }
             }
             barrier(); // the previous tile's readers are done
@@ -131,7 +101,7 @@ void main() {
             for (int idx = tid; idx < NTH * D16; idx += NTH) {
                 const int key = idx / D16, dc = idx % D16;
                 uvec4 w = uvec4(0u);
-                if (sok[key] != 0) w = load16(pc.k + uint64_t(soff[key]) + uint64_t(dc * 16));
+                if (sok[key] != 0) w = load16(pc.k + soff[key] + uint64_t(dc * 16));
                 [[unroll]] for (int i = 0; i < 4; ++i) {
                     const vec4 v = decode4(w[i], K_FNUZ);
                     sk[(dc * 8 + 2 * i) * NTH + key] = packHalf2x16(v.xy);
@@ -142,14 +112,14 @@ void main() {
             // 3. position p for every row of the request
             const bool live = p < t_end;
             for (int t = 0; t < NROWS; ++t) {
-                const int last = L - NROWS + t; // the row sees positions <= last
+                const int last = pmi_last(L, NROWS, t); // the row sees positions <= last
                 if (base > last && pc.clean == 0) continue; // uniform: nothing of the tile to write
-                const uint64_t qrow = pc.q + uint64_t(int64_t(b) * pc.q_b + int64_t(t) * pc.q_t);
+                const uint64_t qrow = pc.q + uint64_t(int64_t(b) * pc.q_sb + int64_t(t) * pc.q_sr);
                 if (QSTAGE && base <= last) {
                     barrier(); // the previous row's readers are done
                     for (int idx = tid; idx < H * D / 4; idx += NTH) {
                         const int h = idx / (D / 4), c = idx % (D / 4);
-                        const uint64_t a = qrow + uint64_t(h * pc.q_h + 4 * c);
+                        const uint64_t a = qrow + uint64_t(h * pc.q_sh + 4 * c);
                         const uint w = ALIGN16 ? RefU32(a).v[0]
                                                : uint(RefU8(a).v[0]) | (uint(RefU8(a).v[1]) << 8) |
                                                      (uint(RefU8(a).v[2]) << 16) | (uint(RefU8(a).v[3]) << 24);
@@ -160,9 +130,9 @@ void main() {
                     barrier();
                 }
                 if (!live) continue;
-                const int64_t lrow = int64_t(b) * pc.l_b + int64_t(t) * pc.l_t;
+                const int64_t lrow = int64_t(b) * pc.l_sb + int64_t(t) * pc.l_sr;
                 if (ok && p <= last) {
-                    const uint64_t wrow = qa_at(pc.weights, int64_t(b) * pc.w_b + int64_t(t) * pc.w_t, 4u);
+                    const uint64_t wrow = qa_at(pc.w, int64_t(b) * pc.w_sb + int64_t(t) * pc.w_sr, 4u);
                     float outv = 0.0;
                     for (int h = 0; h < H; ++h) {
                         float acc = 0.0;
@@ -173,7 +143,7 @@ void main() {
                             }
                         } else {
                             for (int dc = 0; dc < D16; ++dc) {
-                                const uvec4 w = load16(qrow + uint64_t(h * pc.q_h + dc * 16));
+                                const uvec4 w = load16(qrow + uint64_t(h * pc.q_sh + dc * 16));
                                 [[unroll]] for (int i = 0; i < 4; ++i) {
                                     const vec4 qv = decode4(w[i], Q_FNUZ);
                                     const vec2 k0 = unpackHalf2x16(sk[(dc * 8 + 2 * i) * NTH + tid]);
@@ -186,7 +156,7 @@ void main() {
                     }
                     RefF32(qa_at(pc.logits, lrow + p, 4u)).v[0] = outv;
                 } else if (pc.clean != 0) {
-                    RefF32(qa_at(pc.logits, lrow + p, 4u)).v[0] = uintBitsToFloat(0xFF800000u);
+                    RefF32(qa_at(pc.logits, lrow + p, 4u)).v[0] = uintBitsToFloat(PM_NEG_INF);
                 }
             }
         }

@@ -151,6 +151,20 @@ foreach(sim ${_hip_sims})
   # bounds and fragment mapping are checked before any H200 run
   # (backend_hip/kernels/decode_regs.hip, QATTN_HOSTSIM_REGS_TWIN)
   if(sim STREQUAL "gfx12")
+    # The paged MQA matrix kernels: their shared-memory path (plans made as
+    # for a device whose fragment layout is unknown), and the NVIDIA twin's
+    # path of both (QATTN_HOSTSIM_PAGED_TWIN, mma.sync emulated from the PTX
+    # layout), so the H200's code is checked here first
+    add_test(NAME hip_hostsim_${sim}_parity_paged_mqa_shared
+             COMMAND ${exe} --backend hip --op paged_mqa_logits --variant matrix-shared)
+    add_test(NAME hip_hostsim_${sim}_parity_paged_mqa_twin COMMAND ${exe} --backend hip --op paged_mqa_logits)
+    add_test(NAME hip_hostsim_${sim}_parity_paged_mqa_twin_shared
+             COMMAND ${exe} --backend hip --op paged_mqa_logits --variant matrix-shared)
+    set_tests_properties(hip_hostsim_${sim}_parity_paged_mqa_shared hip_hostsim_${sim}_parity_paged_mqa_twin
+                         hip_hostsim_${sim}_parity_paged_mqa_twin_shared PROPERTIES
+                         SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS "hip;hostsim;parity")
+    set_tests_properties(hip_hostsim_${sim}_parity_paged_mqa_twin hip_hostsim_${sim}_parity_paged_mqa_twin_shared
+                         PROPERTIES ENVIRONMENT QATTN_HOSTSIM_PAGED_TWIN=1)
     add_test(NAME hip_hostsim_${sim}_parity_decode_regs_twin
              COMMAND ${exe} --backend hip --op decode --variant regs)
     set_tests_properties(hip_hostsim_${sim}_parity_decode_regs_twin PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900

@@ -15,10 +15,11 @@
 set(QATTN_HIP_KERNEL_DIR ${CMAKE_CURRENT_LIST_DIR}/../kernels)
 set(QATTN_HIP_KERNEL_SOURCES decode decode_regs kv_store mqa_logits paged_mqa_logits read_bandwidth)
 # The core's kernel argument blocks (qattn/kernel_args.h) are part of the
-# kernels' parameters.
+# kernels' parameters; qattn/paged_mqa_index.h is index arithmetic the
+# kernels share with the shaders.
 set(QATTN_HIP_CORE_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../../core/include)
 file(GLOB QATTN_HIP_KERNEL_HEADERS ${QATTN_HIP_KERNEL_DIR}/*.h ${QATTN_HIP_KERNEL_DIR}/*.def
-     ${QATTN_HIP_CORE_INCLUDE_DIR}/qattn/kernel_args.h)
+     ${QATTN_HIP_CORE_INCLUDE_DIR}/qattn/kernel_args.h ${QATTN_HIP_CORE_INCLUDE_DIR}/qattn/paged_mqa_index.h)
 
 function(qattn_hip_amd_code_objects out_files out_entries)
   set(files "")

@@ -128,4 +128,45 @@ QH_DEV void qh_wmma_f16(const uint32_t a[4], const uint32_t b[4], float c[8]) {
 }
 #endif
 
+/* ---- mma.sync m16n8k16 f16 -> f32 (the NVIDIA twin; the wave32 host
+ * simulation emulates it for the twin's paths) ----
+ * Lane l, g = l / 4, t = l % 4 (PTX ISA, "Matrix Fragments for
+ * mma.m16n8k16"), each register two f16, the lower k (or column) in the low
+ * half:
+ *   A (16 x 16, row-major): a[0] row g, k 2t..2t+1; a[1] row g + 8, same k;
+ *     a[2] row g, k 2t+8..2t+9; a[3] row g + 8, k 2t+8..2t+9
+ *   B (16 x 8): b0 k 2t..2t+1, b1 k 2t+8..2t+9, both column g
+ *   C/D (16 x 8): c[0], c[1] row g, columns 2t, 2t+1; c[2], c[3] row g + 8 */
+#if defined(QH_NVIDIA) || (defined(QH_HOSTSIM) && QH_WAVE == 32)
+QH_DEV void qh_mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if defined(QH_NVIDIA)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    /* A[row][k] is in lane 4 (row % 8) + (k % 8) / 2, register row / 8 +
+     * 2 (k / 8), half k % 2; B[k][n] in lane 4n + (k % 8) / 2, register
+     * k / 8, half k % 2; lane 4g + t computes D[g + 8 (i / 2)][2t + i % 2]. */
+    uint64_t a01[32], a23[32], bw[32];
+    qhsim_wave_gather_u64((uint64_t)a[0] | ((uint64_t)a[1] << 32), a01);
+    qhsim_wave_gather_u64((uint64_t)a[2] | ((uint64_t)a[3] << 32), a23);
+    qhsim_wave_gather_u64((uint64_t)b0 | ((uint64_t)b1 << 32), bw);
+    const uint32_t lane = qh_lane(), g = lane >> 2, t = lane & 3u;
+    for (uint32_t i = 0; i < 4; ++i) {
+        const uint32_t row = g + 8u * (i >> 1), col = 2u * t + (i & 1u);
+        float acc = c[i];
+        for (uint32_t k = 0; k < 16; ++k) {
+            const uint32_t al = 4u * (row % 8u) + (k % 8u) / 2u, ar = row / 8u + 2u * (k / 8u);
+            const uint32_t areg = (uint32_t)((ar < 2 ? a01[al] : a23[al]) >> (32u * (ar & 1u)));
+            const uint32_t breg = (uint32_t)(bw[4u * col + (k % 8u) / 2u] >> (32u * (k / 8u)));
+            acc += qh_f16_to_f32((uint16_t)(areg >> (16u * (k % 2u)))) *
+                   qh_f16_to_f32((uint16_t)(breg >> (16u * (k % 2u))));
+        }
+        c[i] = acc;
+    }
+#endif
+}
+#endif
+
 #endif /* QH_MATRIX_H */

@@ -145,31 +145,12 @@ typedef struct qh_mqa_params {
     int32_t pad_;
 } qh_mqa_params;
 
-/* ---- paged FP8 MQA logits (spec 5) ---- */
+/* ---- paged FP8 MQA logits (spec 5) ----
+ * The core's block (qattn_paged_mqa_kernel_args, built by
+ * qattn_paged_mqa_kernel_args_of) as it is: every plan value the kernels
+ * need is in it. */
 typedef struct qh_paged_mqa_params {
-    QH_PTR(const uint8_t) q;
-    QH_PTR(const uint8_t) k;
-    QH_PTR(const float) k_scale;
-    QH_PTR(const float) weights;
-    QH_PTR(const int32_t) indptr;
-    QH_PTR(const int32_t) indices;
-    QH_PTR(const int32_t) lens;
-    QH_PTR(float) logits;
-    int32_t q_s[3];          /* request, row, head (bytes) */
-    int32_t k_row, k_page;   /* bytes; k_page only when k_paged */
-    int32_t s_row, s_page;   /* elements; s_page only when s_paged */
-    int32_t w_s[2];          /* request, row */
-    int32_t l_s[2];          /* request, row */
-    int32_t n_slots, n_idx;  /* cache slots, kv_indices entries */
-    int32_t M, kps;          /* max_kv_len, positions per split */
-    int32_t B, N, H, D, P;
-    int32_t nth;             /* threads = positions per tile */
-    int32_t grid_y;          /* requests are walked with this stride */
-    int32_t k_paged, s_paged, q_staged, aligned4, clean;
-    int32_t q_fmt, k_fmt;    /* QH_FN or QH_FNUZ; the launched kernel's name carries them
-                                too (hip_paged_mqa_logits.c), these keep a launch's
-                                parameter block self-describing */
-    int32_t pad_;
+    qattn_paged_mqa_kernel_args a;
 } qh_paged_mqa_params;
 
 #ifdef __cplusplus

@@ -1,7 +1,7 @@
 /* The kernel arguments every GPU backend passes unchanged
- * (qattn/kernel_args.h): decode's stage and merge blocks and the
- * decode-pattern read's, built here once from a plan and validated
- * arguments. Backends only resolve device addresses. */
+ * (qattn/kernel_args.h): decode's stage and merge blocks, the
+ * decode-pattern read's and paged MQA logits', built here once from a plan
+ * and validated arguments. Backends only resolve device addresses. */
 #include "internal.h"
 
 /* Decode's four cache tensors as kernels address them: the views of
@@ -172,5 +172,73 @@ qattn_status qattn_decode_read_args_of(const qattn_decode_args *a, qattn_address
     grid[0] = (uint32_t)splits;
     grid[1] = (uint32_t)Hkv;
     grid[2] = (uint32_t)B;
+    return QATTN_OK;
+}
+
+/* Page and row strides of paged MQA's cache (is_scale 0) or scales as
+ * kernels take them: a rank-2 cache (rank-1 scales) reads as pages of P
+ * slots. With one row per page no row offset is ever formed, so its
+ * stride (which may then exceed 32 bits) is passed as 0. */
+static void paged_mqa_view(const qattn_tensor *t, int is_scale, int64_t P, int64_t *ps, uint32_t *rs) {
+    int64_t page, row;
+    qattn__paged_mqa_strides(t, is_scale, P, &page, &row);
+    *ps = page;
+    *rs = P > 1 ? (uint32_t)row : 0u; /* validation keeps (P - 1) x row below 2^31 */
+}
+
+qattn_status qattn_paged_mqa_kernel_args_of(const qattn_paged_mqa_logits_plan *plan,
+                                            const qattn_paged_mqa_logits_args *a, qattn_address_fn address,
+                                            qattn_paged_mqa_kernel_args *out, char *why, size_t why_size) {
+    qattn_paged_mqa_kernel_args p;
+    memset(&p, 0, sizeof p);
+    p.q = address(&a->q);
+    p.k = address(&a->k_cache);
+    if (plan->load_bytes == 16 && (p.q % 16 != 0 || p.k % 16 != 0))
+        return qattn__err(why, why_size, QATTN_ERR_ALIGNMENT,
+                          "q/k_cache: the plan loads them 16 bytes at a time; their device addresses are not "
+                          "16-byte aligned");
+    p.ks = address(&a->k_scale);
+    p.w = address(&a->weights);
+    p.indptr = address(&a->kv_indptr);
+    p.indices = address(&a->kv_indices);
+    p.lens = address(&a->kv_lens);
+    p.logits = address(&a->logits);
+    paged_mqa_view(&a->k_cache, 0, plan->page_size, &p.k_ps, &p.k_rs);
+    paged_mqa_view(&a->k_scale, 1, plan->page_size, &p.ks_ps, &p.ks_rs);
+    p.q_sb = qattn_stride32(&a->q, 0);
+    p.q_sr = qattn_stride32(&a->q, 1);
+    p.q_sh = qattn_stride32(&a->q, 2);
+    p.w_sb = qattn_stride32(&a->weights, 0);
+    p.w_sr = qattn_stride32(&a->weights, 1);
+    p.l_sb = qattn_stride32(&a->logits, 0);
+    p.l_sr = qattn_stride32(&a->logits, 1);
+    p.n_slots = (int32_t)qattn__paged_mqa_slots(&a->k_cache, 0);
+    p.n_indices = (int32_t)a->kv_indices.shape[0];
+    p.B = plan->batch;
+    p.N = plan->rows;
+    p.H = plan->heads;
+    p.D = plan->head_dim;
+    p.P = plan->page_size;
+    p.M = plan->max_kv_len;
+    p.num_splits = plan->num_splits;
+    p.keys_per_split = plan->keys_per_split;
+    p.grid_y = (int32_t)plan->grid[1];
+    p.clean = a->clean_logits ? 1 : 0;
+    p.kv_tile = plan->kv_tile;
+    p.q_staged = plan->q_staged;
+    p.load16 = plan->load_bytes == 16;
+    p.head_slots = plan->head_slots;
+    p.pass_rows = plan->pass_rows;
+    p.passes = plan->passes;
+    p.key_tiles = plan->key_tiles;
+    p.subgroups = plan->subgroups;
+    p.fragment_layout = plan->fragment_layout;
+    p.q_row_halves = plan->q_row_halves;
+    p.q_fnuz = plan->q_dtype == QATTN_FP8_E4M3FNUZ;
+    p.k_fnuz = plan->k_dtype == QATTN_FP8_E4M3FNUZ;
+    /* the matrix kernels stage codes as f16 of value x 2^-8 (fn) or 2^-7
+     * (fnuz): a product of two carries both */
+    p.unshift = (p.q_fnuz ? 128.0f : 256.0f) * (p.k_fnuz ? 128.0f : 256.0f);
+    *out = p;
     return QATTN_OK;
 }

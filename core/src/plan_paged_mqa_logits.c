@@ -34,6 +34,31 @@
  * - load_bytes 16 when q's rows and heads and every key row start 16-byte
  *   aligned (offsets and strides of the descriptors; run checks the device
  *   addresses), so keys and q move in 16-byte loads; 1 otherwise.
+ *
+ * The matrix variant (shaders/paged_mqa_logits_matrix.comp,
+ * backend_hip/kernels/paged_mqa_logits.hip) scores on the matrix unit, the
+ * keys on M and q's (row, head) columns on N:
+ * - A workgroup of MX_SUBGROUPS subgroups of 32 lanes steps through its
+ *   split kv_tile keys at a time; subgroup s holds key_tiles 16-key
+ *   fragments of the step (keys 16 key_tiles s ..), converted once from
+ *   fp8 (exact) and kept for every column of the request.
+ * - q's columns are (row, head slot) pairs, head_slots = H rounded up to 16
+ *   per row (padding slots zero, weight zero), staged as f16 in shared
+ *   memory pass_rows rows at a time, at most MX_PASS_COLS columns a pass
+ *   unless one row is wider. passes = 1 (the common N x H) stages q once
+ *   per request; otherwise every step stages each pass again around two
+ *   barriers and the step's fragments serve all of them.
+ * - key_tiles from the registers a lane keeps for its fragments (D / 16
+ *   blocks x 4 of them per 16 keys): 2 up to D 128, 1 at D 256; 1 when the
+ *   fragments go through shared memory (fragment_layout 0).
+ * - fragment_layout 1 when the device reports QATTN_FEAT_FRAGMENT_LAYOUT
+ *   with a 16x16x16 shape: lanes build the key fragments from their own
+ *   loads and apply ReLU x weight and the head sum to the accumulator in
+ *   registers. Otherwise each subgroup stages its keys' f16 rows in shared
+ *   memory for the matrix loads and stores each accumulator tile there for
+ *   the epilogue (16 x 16 floats per tile, summed by lanes).
+ * - Splits: requests x chunks of at least MX_MIN_SPLIT_KEYS keys, enough
+ *   workgroups for MX_WG_PER_CU per compute unit SPLIT_WAVES times over.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,11 +72,17 @@
 #define MIN_SPLIT_TILES 4   /* a split keeps at least this many tiles */
 #define SPLIT_WAVES 2       /* workgroups in flight x this = split target */
 #define MAX_GRID 65535      /* Vulkan's guaranteed maxComputeWorkGroupCount */
+#define MX_SUBGROUPS 4      /* matrix: subgroups per workgroup (four warps share q) */
+#define MX_SG 32            /* matrix: the lanes its fragment mapping is written for */
+#define MX_PASS_COLS 128    /* matrix: q columns staged at once (unless one row is wider) */
+#define MX_MIN_SPLIT_KEYS 256 /* matrix: keys per split at least (page-table and -inf work stays small) */
+#define MX_WG_PER_CU 4      /* matrix: resident workgroups per compute unit the splits aim at */
 
 const char *qattn_paged_mqa_variant_name(qattn_paged_mqa_variant v) {
     switch (v) {
     case QATTN_PAGED_MQA_AUTO: return "auto";
     case QATTN_PAGED_MQA_SIMT: return "simt";
+    case QATTN_PAGED_MQA_MATRIX: return "matrix";
     default: return "invalid";
     }
 }
@@ -63,9 +94,9 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 #define add_reason(p, ...) qattn__append_reason((p)->reason, sizeof (p)->reason, __VA_ARGS__)
 
 /* Shared bytes of the SIMT kernel for a tile of kt keys: the keys as f16,
- * their scales, byte offsets and slot-validity flags (the shader declares
- * exactly these). */
-static int64_t simt_shared(int64_t kt, int64_t D) { return kt * D * 2 + kt * 4 * 3; }
+ * their scales, 64-bit element offsets and slot-validity flags (the shader
+ * declares exactly these). */
+static int64_t simt_shared(int64_t kt, int64_t D) { return kt * D * 2 + kt * (4 + 8 + 4); }
 
 /* Whether every start of a 16-code chunk a kernel loads lies on 16 bytes:
  * the tensor's offset and each stride of a dimension of extent > 1 (the
@@ -75,6 +106,133 @@ static int aligned16(const qattn_tensor *t) {
     for (int32_t i = 0; i + 1 < t->rank; ++i)
         if (t->shape[i] > 1 && t->strides[i] % 16 != 0) return 0;
     return 1;
+}
+
+/* The f16 x f16 -> f32 shape 16 x n x 16 the device lists, or NULL. */
+static const qattn_matrix_shape *f16_shape(const qattn_device_caps *c, int n) {
+    for (int32_t i = 0; i < c->n_matrix_shapes && i < QATTN_MAX_MATRIX_SHAPES; ++i) {
+        const qattn_matrix_shape *s = &c->matrix_shapes[i];
+        if (s->m == 16 && s->n == n && s->k == 16 && s->a_type == QATTN_F16 && s->c_type == QATTN_F32) return s;
+    }
+    return NULL;
+}
+
+/* Shared bytes of the matrix kernel (the shader declares exactly these):
+ * pass_rows rows of staged q (head_slots columns of qr f16 each) and their
+ * weights, and with fragment_layout 0 per subgroup its 16 keys' f16 rows
+ * and one 16 x 16 f32 accumulator tile. */
+static int64_t mx_shared(int64_t rows, int64_t hp, int64_t qr, int fragment_layout) {
+    const int64_t per_row = hp * qr * 2 + hp * 4;
+    return rows * per_row + (fragment_layout ? 0 : (int64_t)MX_SUBGROUPS * (16 * qr * 2 + 16 * 16 * 4));
+}
+
+/* The matrix variant's gate and geometry into p (whose shape fields are
+ * set); 0 with the failed condition in why. */
+static int matrix_plan(const qattn_device_caps *caps, const qattn_paged_mqa_logits_args *a,
+                       qattn_paged_mqa_logits_plan *p, char *why, size_t n) {
+    const int64_t N = p->rows, H = p->heads, D = p->head_dim;
+    if (!(caps->features & QATTN_FEAT_COOPMAT)) {
+        snprintf(why, n, "matrix gate: device %s has no matrix unit", caps->arch);
+        return 0;
+    }
+    const qattn_matrix_shape *s16 = f16_shape(caps, 16), *s8 = f16_shape(caps, 8);
+    if (!s16 && !s8) {
+        snprintf(why, n, "matrix gate: device %s offers no 16x16x16 or 16x8x16 f16 -> f32 shape", caps->arch);
+        return 0;
+    }
+    if (caps->subgroup_size_min > MX_SG || caps->subgroup_size_max < MX_SG) {
+        snprintf(why, n, "matrix gate: device %s runs subgroups of %u..%u lanes, the kernel is written for %d",
+                 caps->arch, (unsigned)caps->subgroup_size_min, (unsigned)caps->subgroup_size_max, MX_SG);
+        return 0;
+    }
+    if (caps->subgroup_size_min != caps->subgroup_size_max && !(caps->features & QATTN_FEAT_SUBGROUP_SIZE_CONTROL)) {
+        snprintf(why, n, "matrix gate: device %s runs subgroups of %u..%u lanes and cannot pin %d", caps->arch,
+                 (unsigned)caps->subgroup_size_min, (unsigned)caps->subgroup_size_max, MX_SG);
+        return 0;
+    }
+    if (MX_SUBGROUPS * MX_SG > (int64_t)caps->max_workgroup_size) {
+        snprintf(why, n, "matrix gate: workgroups of %d lanes exceed the device's %u", MX_SUBGROUPS * MX_SG,
+                 (unsigned)caps->max_workgroup_size);
+        return 0;
+    }
+    if (D > 256) {
+        snprintf(why, n, "matrix gate: D = %" PRId64 " (a lane keeps a 16-key fragment of D <= 256 dims)", D);
+        return 0;
+    }
+    if (!aligned16(&a->q) || !aligned16(&a->k_cache)) {
+        snprintf(why, n, "matrix gate: a q or k_cache row start is not 16-byte aligned (lanes load 16 bytes)");
+        return 0;
+    }
+    const int layout = (caps->features & QATTN_FEAT_FRAGMENT_LAYOUT) && s16;
+    const int64_t hp = (H + 15) / 16 * 16, qr = D + 8;
+    const int64_t fixed = mx_shared(0, hp, qr, layout), per_row = mx_shared(1, hp, qr, 1);
+    const int64_t rmax = ((int64_t)caps->max_shared_bytes - fixed) / per_row;
+    if (rmax < 1) {
+        snprintf(why, n, "matrix gate: one row of q (%" PRId64 " head slots x D = %" PRId64
+                 ") staged as f16 needs %" PRId64 " B of shared memory, device allows %u",
+                 hp, D, fixed + per_row, (unsigned)caps->max_shared_bytes);
+        return 0;
+    }
+    int64_t rows = min64(N, min64(rmax, max64(1, MX_PASS_COLS / hp)));
+    const int64_t passes = cdiv(N, rows);
+    rows = cdiv(N, passes); /* as even as the passes allow */
+    p->matrix_shape = s16 ? *s16 : *s8;
+    p->subgroup_size = MX_SG;
+    p->subgroups = MX_SUBGROUPS;
+    p->workgroup_size = MX_SUBGROUPS * MX_SG;
+    p->key_tiles = !layout || D > 128 ? 1 : 2;
+    p->kv_tile = 16 * p->key_tiles * MX_SUBGROUPS;
+    p->head_slots = (int32_t)hp;
+    p->pass_rows = (int32_t)rows;
+    p->passes = (int32_t)passes;
+    p->fragment_layout = layout;
+    p->q_row_halves = (int32_t)qr;
+    p->q_staged = 1;
+    p->q_stage_bytes = (int32_t)(rows * hp * qr * 2);
+    p->shared_bytes = (uint32_t)mx_shared(rows, hp, qr, layout);
+    p->load_bytes = 16;
+    if (!layout)
+        add_reason(p, "matrix: fragments and accumulators through shared memory (%s)",
+                   !(caps->features & QATTN_FEAT_FRAGMENT_LAYOUT) ? "the fragment layout is not known"
+                                                                   : "no 16x16x16 shape");
+    if (passes > 1)
+        add_reason(p, "matrix: q staged in %" PRId64 " passes of %" PRId64 " rows", passes, rows);
+    return 1;
+}
+
+/* The SIMT variant's geometry into p: the largest tile (threads) that
+ * fits with q staged, unless that is below Q_STAGE_MIN_TILE; then the
+ * largest that fits without. */
+static qattn_status simt_plan(const qattn_device_caps *caps, const qattn_paged_mqa_logits_args *args,
+                              qattn_paged_mqa_logits_plan *pp, char *err, size_t err_size) {
+    qattn_paged_mqa_logits_plan p = *pp;
+    const int64_t H = p.heads, D = p.head_dim;
+    p.variant = QATTN_PAGED_MQA_SIMT;
+    const int64_t threads = min64(PM_THREADS, caps->max_workgroup_size ? caps->max_workgroup_size : 128);
+    const int64_t qb = H * D * 2;
+    int64_t kt = threads;
+    while (kt > Q_STAGE_MIN_TILE && simt_shared(kt, D) + qb > caps->max_shared_bytes) kt /= 2;
+    p.q_staged = simt_shared(kt, D) + qb <= caps->max_shared_bytes;
+    if (!p.q_staged) {
+        add_reason(&p, "q not staged: its %" PRId64 " B and a %" PRId64 "-key tile exceed the %u B of shared memory",
+                   qb, kt, (unsigned)caps->max_shared_bytes);
+        kt = threads;
+        while (kt > PM_MIN_THREADS && simt_shared(kt, D) > caps->max_shared_bytes) kt /= 2;
+        if (simt_shared(kt, D) > caps->max_shared_bytes)
+            return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE,
+                              "simt: a %" PRId64 "-key tile of D = %" PRId64 " needs %" PRId64
+                              " B of shared memory, device allows %u",
+                              kt, D, simt_shared(kt, D), (unsigned)caps->max_shared_bytes);
+    }
+    if (kt < threads) add_reason(&p, "simt: %" PRId64 "-key tiles fit the shared memory", kt);
+    p.workgroup_size = (int32_t)kt;
+    p.kv_tile = (int32_t)kt;
+    p.q_stage_bytes = p.q_staged ? (int32_t)qb : 0;
+    p.shared_bytes = (uint32_t)(simt_shared(kt, D) + p.q_stage_bytes);
+    p.load_bytes = aligned16(&args->q) && aligned16(&args->k_cache) ? 16 : 1;
+    if (p.load_bytes == 1) add_reason(&p, "byte loads: a q or k_cache row start is not 16-byte aligned");
+    *pp = p;
+    return QATTN_OK;
 }
 
 qattn_status qattn_paged_mqa_logits_plan_compute(const qattn_device_caps *caps,
@@ -109,7 +267,6 @@ qattn_status qattn_paged_mqa_logits_plan_compute(const qattn_device_caps *caps,
 
     qattn_paged_mqa_logits_plan p;
     memset(&p, 0, sizeof p);
-    p.variant = QATTN_PAGED_MQA_SIMT; /* the one variant; AUTO and a pin agree */
     p.batch = (int32_t)B;
     p.rows = (int32_t)N;
     p.heads = (int32_t)H;
@@ -119,31 +276,22 @@ qattn_status qattn_paged_mqa_logits_plan_compute(const qattn_device_caps *caps,
     p.page_size = args->page_size;
     p.max_kv_len = args->max_kv_len;
 
-    /* The largest tile (threads) that fits with q staged, unless that is
-     * below Q_STAGE_MIN_TILE; then the largest that fits without. */
-    const int64_t threads = min64(PM_THREADS, caps->max_workgroup_size ? caps->max_workgroup_size : 128);
-    const int64_t qb = H * D * 2;
-    int64_t kt = threads;
-    while (kt > Q_STAGE_MIN_TILE && simt_shared(kt, D) + qb > caps->max_shared_bytes) kt /= 2;
-    p.q_staged = simt_shared(kt, D) + qb <= caps->max_shared_bytes;
-    if (!p.q_staged) {
-        add_reason(&p, "q not staged: its %" PRId64 " B and a %" PRId64 "-key tile exceed the %u B of shared memory",
-                   qb, kt, (unsigned)caps->max_shared_bytes);
-        kt = threads;
-        while (kt > PM_MIN_THREADS && simt_shared(kt, D) > caps->max_shared_bytes) kt /= 2;
-        if (simt_shared(kt, D) > caps->max_shared_bytes)
-            return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE,
-                              "simt: a %" PRId64 "-key tile of D = %" PRId64 " needs %" PRId64
-                              " B of shared memory, device allows %u",
-                              kt, D, simt_shared(kt, D), (unsigned)caps->max_shared_bytes);
+    /* The variant: matrix where its gate passes (AUTO), or as pinned. */
+    if (opt.variant != QATTN_PAGED_MQA_SIMT) {
+        char why[QATTN_REASON_BYTES];
+        if (matrix_plan(caps, args, &p, why, sizeof why)) {
+            p.variant = QATTN_PAGED_MQA_MATRIX;
+        } else {
+            if (opt.variant == QATTN_PAGED_MQA_MATRIX)
+                return qattn__err(err, err_size, QATTN_ERR_VARIANT_GATE, "%s", why);
+            add_reason(&p, "%s", why);
+        }
     }
-    if (kt < threads) add_reason(&p, "simt: %" PRId64 "-key tiles fit the shared memory", kt);
-    p.workgroup_size = (int32_t)kt;
-    p.kv_tile = (int32_t)kt;
-    p.q_stage_bytes = p.q_staged ? (int32_t)qb : 0;
-    p.shared_bytes = (uint32_t)(simt_shared(kt, D) + p.q_stage_bytes);
-    p.load_bytes = aligned16(&args->q) && aligned16(&args->k_cache) ? 16 : 1;
-    if (p.load_bytes == 1) add_reason(&p, "byte loads: a q or k_cache row start is not 16-byte aligned");
+    if (p.variant != QATTN_PAGED_MQA_MATRIX) {
+        st = simt_plan(caps, args, &p, err, err_size);
+        if (st != QATTN_OK) return st;
+    }
+    const int64_t kt = p.kv_tile;
 
     const int64_t tiles = cdiv(M, kt);
     int64_t splits;
@@ -160,10 +308,17 @@ qattn_status qattn_paged_mqa_logits_plan_compute(const qattn_device_caps *caps,
         p.keys_per_split = opt.keys_per_split;
     } else {
         const int64_t cus = caps->compute_units > 0 ? caps->compute_units : 1;
-        const int64_t per_cu = max64(1, min64(4, (int64_t)caps->max_shared_bytes / p.shared_bytes));
+        int64_t per_cu, min_tiles;
+        if (p.variant == QATTN_PAGED_MQA_MATRIX) {
+            per_cu = MX_WG_PER_CU;
+            min_tiles = cdiv(MX_MIN_SPLIT_KEYS, kt);
+        } else {
+            per_cu = max64(1, min64(4, (int64_t)caps->max_shared_bytes / p.shared_bytes));
+            min_tiles = MIN_SPLIT_TILES;
+        }
         const int64_t target = SPLIT_WAVES * cus * per_cu;
         splits = cdiv(target, B);
-        splits = min64(splits, max64(1, tiles / MIN_SPLIT_TILES));
+        splits = min64(splits, max64(1, tiles / min_tiles));
         splits = max64(splits, cdiv(tiles, MAX_GRID));
         splits = max64(1, min64(splits, MAX_GRID));
         p.keys_per_split = (int32_t)(cdiv(tiles, splits) * kt);
@@ -199,10 +354,28 @@ qattn_status qattn_paged_mqa_logits_plan_create(qattn_context *ctx, const qattn_
     if (!ifc->paged_mqa_logits)
         return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED, "paged_mqa_logits: the %s backend has no paged_mqa_logits op",
                            ifc->name);
+    /* The backend may refuse a plan its caps allowed (a kernel it lacks):
+     * a pinned variant is then a gate failure, AUTO steps down from matrix
+     * to simt with the refusal in the reason (docs/design.md). */
+    qattn_paged_mqa_logits_options o;
+    s = qattn__read_paged_mqa_logits_options(options, &o, ctx->last_error, sizeof ctx->last_error);
+    if (s != QATTN_OK) return s;
+    const int pinned = o.variant != QATTN_PAGED_MQA_AUTO;
+    if (!pinned && p.variant == QATTN_PAGED_MQA_MATRIX && ifc->supports_op &&
+        !ifc->supports_op(ctx->be, QATTN_OP_PAGED_MQA_LOGITS, &p)) {
+        o.variant = QATTN_PAGED_MQA_SIMT;
+        qattn_paged_mqa_logits_plan q;
+        s = qattn_paged_mqa_logits_plan_compute(&ctx->caps, args, &o, &q, ctx->last_error, sizeof ctx->last_error);
+        if (s != QATTN_OK) return s;
+        char reason[QATTN_REASON_BYTES];
+        snprintf(reason, sizeof reason, "matrix refused by the backend; %.200s", q.reason);
+        memcpy(q.reason, reason, sizeof reason);
+        qattn__seal_paged_mqa_logits_plan(&p, &q, args); /* the reason changed */
+    }
     if (ifc->supports_op && !ifc->supports_op(ctx->be, QATTN_OP_PAGED_MQA_LOGITS, &p))
-        return qattn__fail(ctx, QATTN_ERR_UNSUPPORTED,
-                           "paged_mqa_logits: the %s backend cannot run variant %s on %s", ifc->name,
-                           qattn_paged_mqa_variant_name(p.variant), ctx->caps.arch);
+        return qattn__fail(ctx, pinned ? QATTN_ERR_VARIANT_GATE : QATTN_ERR_UNSUPPORTED,
+                           "paged_mqa_logits: the %s backend cannot run variant %s on %s%s", ifc->name,
+                           qattn_paged_mqa_variant_name(p.variant), ctx->caps.arch, pinned ? " (pinned)" : "");
     memmove(plan, &p, sizeof p);
     return QATTN_OK;
 }

@@ -43,6 +43,25 @@ static qattn_status check_cache_form(const qattn_tensor *t, const char *name, in
     return QATTN_OK;
 }
 
+/* Kernels form a page's base in 64 bits and the offset of a key row (and
+ * of its last element, `last` elements in) inside the page in 32: that
+ * offset must stay below 2^31 for every row a slot can have. */
+static qattn_status check_in_page(const qattn_tensor *t, const char *name, int is_scale, int32_t page_size,
+                                  int64_t elems, char *err, size_t n) {
+    int64_t page, row;
+    qattn__paged_mqa_strides(t, is_scale, page_size, &page, &row);
+    const int64_t slots = qattn__paged_mqa_slots(t, is_scale);
+    const int64_t rows = page_size < slots ? page_size : slots;
+    if (rows < 1) return QATTN_OK;
+    if (row > 0 && (rows - 1 > (INT32_MAX - (elems - 1)) / row))
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                          "%s: a page of %" PRId64 " rows with row stride %" PRId64
+                          " reaches past element 2^31 inside the page (kernels form page bases in 64 bits and "
+                          "offsets inside a page in 32)",
+                          name, rows, row);
+    return QATTN_OK;
+}
+
 qattn_status qattn__validate_paged_mqa_logits(const qattn_paged_mqa_logits_args *a, char *err, size_t n) {
     if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
     const uint32_t FP8 = QATTN_DT(QATTN_FP8_E4M3FN) | QATTN_DT(QATTN_FP8_E4M3FNUZ);
@@ -60,7 +79,11 @@ qattn_status qattn__validate_paged_mqa_logits(const qattn_paged_mqa_logits_args 
         return qattn__err(err, n, QATTN_ERR_SHAPE,
                           "k_cache: rank %d, expected 2 ([N_slots, D]) or 3 ([N_pages, P, D])",
                           (int)a->k_cache.rank);
-    CHECK(qattn__check_tensor(&a->k_cache, "k_cache", FP8, a->k_cache.buffer ? a->k_cache.rank : 2, err, n));
+    /* The cache and its scales may span any number of elements (kernels
+     * form a page's base in 64 bits); the offsets inside a page stay below
+     * 2^31 (check_in_page). */
+    CHECK(qattn__check_cache_tensor(&a->k_cache, "k_cache", FP8, a->k_cache.buffer ? a->k_cache.rank : 2, 0,
+                                    err, n));
     CHECK(dim_is(&a->k_cache, "k_cache", a->k_cache.rank - 1, D, "q's head dim", err, n));
     CHECK(check_cache_form(&a->k_cache, "k_cache", 0, a->page_size, err, n));
     if (a->k_scale.buffer && a->k_scale.rank != 1 && a->k_scale.rank != 2)
@@ -78,13 +101,18 @@ qattn_status qattn__validate_paged_mqa_logits(const qattn_paged_mqa_logits_args 
             sv.shape[r] = 1;
             sv.strides[r] = 1;
         }
-        CHECK(qattn__check_tensor(&sv, "k_scale", F32, r + 1, err, n));
+        CHECK(qattn__check_cache_tensor(&sv, "k_scale", F32, r + 1, 0, err, n));
     }
     CHECK(check_cache_form(&a->k_scale, "k_scale", 1, a->page_size, err, n));
     const int64_t slots = qattn__paged_mqa_slots(&a->k_cache, 0);
+    if (slots > INT32_MAX)
+        return qattn__err(err, n, QATTN_ERR_OVERFLOW,
+                          "k_cache: %" PRId64 " slots, over int32 (kernels index slots with int32)", slots);
     if (qattn__paged_mqa_slots(&a->k_scale, 1) != slots)
         return qattn__err(err, n, QATTN_ERR_SHAPE, "k_scale: %" PRId64 " slots but k_cache has %" PRId64,
                           qattn__paged_mqa_slots(&a->k_scale, 1), slots);
+    CHECK(check_in_page(&a->k_cache, "k_cache", 0, a->page_size, D, err, n));
+    CHECK(check_in_page(&a->k_scale, "k_scale", 1, a->page_size, 1, err, n));
     CHECK(qattn__check_tensor(&a->weights, "weights", F32, 3, err, n));
     CHECK(dim_is(&a->weights, "weights", 0, B, "batch", err, n));
     CHECK(dim_is(&a->weights, "weights", 1, N, "q's rows per request", err, n));
@@ -108,14 +136,14 @@ qattn_status qattn__check_paged_mqa_logits_shapes(const qattn_paged_mqa_logits_a
                                                   size_t n) {
     if (!a) return qattn__err(err, n, QATTN_ERR_INVALID_ARGUMENT, "args: NULL");
     CHECK(qattn__check_dims(&a->q, "q", 4, 4, err, n));
-    CHECK(qattn__check_dims(&a->k_cache, "k_cache", 2, 3, err, n));
+    CHECK(qattn__check_cache_dims(&a->k_cache, "k_cache", 2, 3, err, n));
     CHECK(qattn__check_dims(&a->weights, "weights", 3, 3, err, n));
     /* The planner reads these for the layout digest only; a caller of the
      * pure planner may leave them zeroed (rank 0). */
-    const qattn_tensor *const aux[] = {&a->k_scale, &a->kv_indptr, &a->kv_indices, &a->kv_lens,
-                                       &a->logits};
-    const char *const names[] = {"k_scale", "kv_indptr", "kv_indices", "kv_lens", "logits"};
-    for (int i = 0; i < 5; ++i)
+    CHECK(qattn__check_cache_dims(&a->k_scale, "k_scale", 0, 3, err, n));
+    const qattn_tensor *const aux[] = {&a->kv_indptr, &a->kv_indices, &a->kv_lens, &a->logits};
+    const char *const names[] = {"kv_indptr", "kv_indices", "kv_lens", "logits"};
+    for (int i = 0; i < 4; ++i)
         CHECK(qattn__check_dims(aux[i], names[i], 0, 3, err, n));
     CHECK(check_scalars(a, err, n));
     /* Kernels number (request, row, head) triples and q's bytes in int32. */

@@ -30,6 +30,7 @@ typedef struct pm_cfg {
     int pad;     /* padding elements in q, weights, logits rows; unaligned offsets */
     int max_len; /* longest request */
     int bad;     /* PM_* fault */
+    int neg;     /* some scales negative (every third slot) */
 } pm_cfg;
 
 typedef struct pm_case {
@@ -153,7 +154,8 @@ static inline int pm_make(pm_case *k, const pm_cfg *c, qt_rng *rng, uint8_t pois
         }
         for (int64_t s = 0; s < k->n_slots; ++s) {
             qt_fill_fp8(rng, k->img[PM_KV] + s / P * page + s % P * row, (size_t)D, c->kt, 8.0f);
-            const float sc = qt_uniform(rng, 0.01f, 0.2f);
+            float sc = qt_uniform(rng, 0.01f, 0.2f);
+            if (c->neg && s % 3 == 1) sc = -sc;
             memcpy(simg + 4 * (s / P * spage + s % P * srow), &sc, 4);
         }
         k->buf_of[1] = PM_KV;
@@ -305,7 +307,7 @@ static inline void pm_oracle(const pm_case *k, double *ref, double *A, uint8_t *
                         float w;
                         memcpy(&w, k->img[PM_W] + pm_off(&k->a.weights, b, t, h, 0), 4);
                         sum += (double)w * fmax(0.0, (double)sc * dot);
-                        a += fabs((double)w) * (double)sc * dabs;
+                        a += fabs((double)w) * fabs((double)sc) * dabs;
                     }
                     const int64_t o = (b * N + t) * M + p;
                     ref[o] = sum;

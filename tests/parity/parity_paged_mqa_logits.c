@@ -15,8 +15,14 @@
  * to one tile. Inputs come from paged_mqa_case.h; the reference is the cpu
  * backend, itself checked against that header's f64 oracle.
  *
- * --variant NAME pins the variant ("simt"); another op's variant name is
- * counted as refused. The case named paged_mqa_logits/wide (B 4, N 8, H 64,
+ * --variant NAME pins the variant ("simt", "matrix"); "matrix-shared"
+ * pins the matrix variant planned as for a device whose fragment layout is
+ * not known (caps without QATTN_FEAT_FRAGMENT_LAYOUT: fragments and
+ * accumulator tiles through shared memory), so a device that reports the
+ * layout runs that path too; another op's variant name is counted as
+ * refused, and so is a case whose shape the pinned variant's gate refuses.
+ * Cases *_neg have negative scales on every third slot (the matrix
+ * kernels fold the sign into the key). The case named paged_mqa_logits/wide (B 4, N 8, H 64,
  * D 128, 3000 keys of pages of 64) runs once as planned and once with
  * splits of one tile (tens of splits per request); paged_mqa_logits/bigq
  * (H 64, D 256) has a q row too large to stage beside a tile on devices
@@ -31,7 +37,13 @@
 #include "paged_mqa_case.h"
 #include "parity_common.h"
 
-static int parse_variant(const char *s, qattn_paged_mqa_variant *v) {
+static int parse_variant(const char *s, qattn_paged_mqa_variant *v, int *shared_path) {
+    *shared_path = 0;
+    if (!strcmp(s, "matrix-shared")) {
+        *v = QATTN_PAGED_MQA_MATRIX;
+        *shared_path = 1;
+        return 1;
+    }
     for (int i = 0; i < QATTN_PAGED_MQA_VARIANT_COUNT; ++i)
         if (!strcmp(s, qattn_paged_mqa_variant_name((qattn_paged_mqa_variant)i))) {
             *v = (qattn_paged_mqa_variant)i;
@@ -41,14 +53,17 @@ static int parse_variant(const char *s, qattn_paged_mqa_variant *v) {
 }
 
 typedef struct side {
+    char err[256]; /* the pure planner's message (caps given) */
     qattn_context *ctx;
     qattn_buffer *bufs[PM_NBUF];
     qattn_paged_mqa_logits_args a;
     uint8_t *img;
 } side;
 
+/* caps: NULL plans for the context's device (plan_create), else with the
+ * pure planner for these caps (the run then checks the device can run it). */
 static qattn_status side_run(side *s, const pm_case *k, const qattn_paged_mqa_logits_options *o,
-                             qattn_paged_mqa_logits_plan *plan) {
+                             const qattn_device_caps *caps, qattn_paged_mqa_logits_plan *plan) {
     qattn_status st = QATTN_OK;
     memset(s->bufs, 0, sizeof s->bufs);
     for (int i = 0; i < PM_NBUF && st == QATTN_OK; ++i) {
@@ -58,7 +73,11 @@ static qattn_status side_run(side *s, const pm_case *k, const qattn_paged_mqa_lo
     }
     if (st != QATTN_OK) return st;
     s->a = pm_bind(k, s->bufs);
-    st = qattn_paged_mqa_logits_plan_create(s->ctx, &s->a, o, plan);
+    if (caps) {
+        st = qattn_paged_mqa_logits_plan_compute(caps, &s->a, o, plan, s->err, sizeof s->err);
+    } else {
+        st = qattn_paged_mqa_logits_plan_create(s->ctx, &s->a, o, plan);
+    }
     if (st == QATTN_OK) st = qattn_paged_mqa_logits_run(s->ctx, plan, &s->a, NULL, 0);
     s->img = malloc(k->bytes[PM_LOGITS]);
     if (st == QATTN_OK)
@@ -75,7 +94,8 @@ static void run_case(parity_ctx *pc, const pm_cfg *c, int one_tile_splits, const
     if (!pt_selected(pc, name)) return;
     qt_rng rng = qt_rng_for(name);
     qattn_paged_mqa_logits_options o = QATTN_PAGED_MQA_LOGITS_OPTIONS_INIT;
-    if (pc->variant && !parse_variant(pc->variant, &o.variant)) {
+    int shared_path = 0;
+    if (pc->variant && !parse_variant(pc->variant, &o.variant, &shared_path)) {
         pc->n_refused++; /* another op's variant name: nothing to force here */
         if (pc->verbose) printf("gate %s: --variant %s is not a paged MQA variant\n", name, pc->variant);
         return;
@@ -88,20 +108,30 @@ static void run_case(parity_ctx *pc, const pm_cfg *c, int one_tile_splits, const
     ref.ctx = pc->ref;
     dev.ctx = pc->dev;
     qattn_paged_mqa_logits_plan rplan, dplan;
-    qattn_status s = side_run(&ref, &k, NULL, &rplan);
+    qattn_status s = side_run(&ref, &k, NULL, NULL, &rplan);
     if (s != QATTN_OK) {
         pt_fail(pc, &rng, name, "reference: %s (%s)", qattn_status_name(s), qattn_last_error(pc->ref));
         goto done;
     }
+    qattn_device_caps masked = pc->caps;
+    masked.features &= ~(uint32_t)QATTN_FEAT_FRAGMENT_LAYOUT;
+    const qattn_device_caps *caps = shared_path ? &masked : NULL;
     if (one_tile_splits) {
         /* plan once to learn the tile, then pin splits of one tile */
         qattn_paged_mqa_logits_plan probe;
         qattn_paged_mqa_logits_args a = k.a;
         char err[256];
-        if (qattn_paged_mqa_logits_plan_compute(&pc->caps, &a, &o, &probe, err, sizeof err) == QATTN_OK)
+        if (qattn_paged_mqa_logits_plan_compute(caps ? caps : &pc->caps, &a, &o, &probe, err, sizeof err) ==
+            QATTN_OK)
             o.keys_per_split = probe.kv_tile;
     }
-    s = side_run(&dev, &k, &o, &dplan);
+    s = side_run(&dev, &k, &o, caps, &dplan);
+    if (s == QATTN_ERR_VARIANT_GATE && o.variant != QATTN_PAGED_MQA_AUTO) {
+        /* a pinned variant this shape (or device) does not allow: counted */
+        pc->n_refused++;
+        if (pc->verbose) printf("gate %s: %s\n", name, caps ? dev.err : qattn_last_error(pc->dev));
+        goto done;
+    }
     if (s == QATTN_ERR_UNSUPPORTED && strstr(qattn_last_error(pc->dev), "has no paged_mqa_logits op")) {
         /* a backend without the op: said, counted as refused, never passed */
         pc->n_refused++;
@@ -109,7 +139,8 @@ static void run_case(parity_ctx *pc, const pm_cfg *c, int one_tile_splits, const
         goto done;
     }
     if (s != QATTN_OK) {
-        pt_fail(pc, &rng, name, "%s: %s (%s)", pc->backend, qattn_status_name(s), qattn_last_error(pc->dev));
+        pt_fail(pc, &rng, name, "%s: %s (%s)", pc->backend, qattn_status_name(s),
+                caps && dev.err[0] ? dev.err : qattn_last_error(pc->dev));
         goto done;
     }
     {
@@ -161,11 +192,18 @@ static void run_case(parity_ctx *pc, const pm_cfg *c, int one_tile_splits, const
                         qattn_paged_mqa_variant_name(dplan.variant), (int)dplan.num_splits,
                         (int)dplan.keys_per_split, msg);
             } else {
-                char detail[160];
-                snprintf(detail, sizeof detail, "%s, %d splits of %d, %d-byte loads%s",
-                         qattn_paged_mqa_variant_name(dplan.variant), (int)dplan.num_splits,
-                         (int)dplan.keys_per_split, (int)dplan.load_bytes,
-                         dplan.q_staged ? ", q staged" : ", q per thread");
+                char detail[200];
+                if (dplan.variant == QATTN_PAGED_MQA_MATRIX)
+                    snprintf(detail, sizeof detail,
+                             "matrix %s, %d splits of %d, %d keys a step, %d pass%s of %d rows",
+                             dplan.fragment_layout ? "in registers" : "through shared memory",
+                             (int)dplan.num_splits, (int)dplan.keys_per_split, (int)dplan.kv_tile,
+                             (int)dplan.passes, dplan.passes > 1 ? "es" : "", (int)dplan.pass_rows);
+                else
+                    snprintf(detail, sizeof detail, "%s, %d splits of %d, %d-byte loads%s",
+                             qattn_paged_mqa_variant_name(dplan.variant), (int)dplan.num_splits,
+                             (int)dplan.keys_per_split, (int)dplan.load_bytes,
+                             dplan.q_staged ? ", q staged" : ", q per thread");
                 pt_pass(pc, name, detail);
             }
         }
@@ -234,6 +272,38 @@ static void run_paged_mqa_logits(parity_ctx *pc) {
     w.max_len = 200;
     w.kt = QATTN_FP8_E4M3FNUZ;
     run_case(pc, &w, 0, "paged_mqa_logits/bigq_B2_N3_H64_D256_P16");
+    /* The matrix variant's own corners: negative scales (the sign folded
+     * into the key), head counts not a multiple of 16 (padding slots),
+     * q staged in passes (N x H over 128 columns), D 256's one fragment per
+     * subgroup, and an fnuz cache. */
+    static const struct {
+        int B, N, H, D, P, len, neg;
+        qattn_dtype qt, kt;
+        const char *name;
+    } mx[] = {
+        {3, 2, 64, 128, 16, 700, 1, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FN, "paged_mqa_logits/mx_B3_N2_H64_D128_P16_neg"},
+        {2, 8, 32, 64, 64, 900, 1, QATTN_FP8_E4M3FNUZ, QATTN_FP8_E4M3FN, "paged_mqa_logits/mx_B2_N8_H32_D64_P64_neg"},
+        {2, 3, 24, 256, 1, 300, 0, QATTN_FP8_E4M3FN, QATTN_FP8_E4M3FNUZ, "paged_mqa_logits/mx_B2_N3_H24_D256_P1"},
+        {1, 5, 48, 128, 16, 1500, 1, QATTN_FP8_E4M3FNUZ, QATTN_FP8_E4M3FNUZ,
+         "paged_mqa_logits/mx_B1_N5_H48_D128_P16_neg"},
+    };
+    for (size_t i = 0; i < sizeof mx / sizeof mx[0]; ++i) {
+        pm_cfg m;
+        memset(&m, 0, sizeof m);
+        m.B = mx[i].B;
+        m.N = mx[i].N;
+        m.H = mx[i].H;
+        m.D = mx[i].D;
+        m.P = mx[i].P;
+        m.max_len = mx[i].len;
+        m.neg = mx[i].neg;
+        m.qt = mx[i].qt;
+        m.kt = mx[i].kt;
+        m.clean = (int)(i & 1);
+        m.paged3 = (int)(i >> 1 & 1);
+        m.fused = i == 3;
+        run_case(pc, &m, 0, mx[i].name);
+    }
 }
 
 const parity_op parity_op_paged_mqa_logits = {"paged_mqa_logits", run_paged_mqa_logits};

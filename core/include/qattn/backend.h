@@ -326,6 +326,16 @@ QATTN_API qattn_status qattn_decode_kernel_args_of(const qattn_decode_plan *plan
                                                    qattn_decode_tile_args *tile, qattn_decode_merge_args *merge,
                                                    char *why, size_t why_size);
 
+/** Paged MQA logits' kernel arguments (qattn/kernel_args.h) for a plan and
+ *  arguments the core validated against it: both variants take this one
+ *  block. Fails only with QATTN_ERR_ALIGNMENT (a reason naming q/k_cache in
+ *  why) when the plan loads 16 bytes at a time and the device addresses of
+ *  q or k_cache are not 16-byte aligned; writes nothing to out then. */
+QATTN_API qattn_status qattn_paged_mqa_kernel_args_of(const qattn_paged_mqa_logits_plan *plan,
+                                                      const qattn_paged_mqa_logits_args *a,
+                                                      qattn_address_fn address, qattn_paged_mqa_kernel_args *out,
+                                                      char *why, size_t why_size);
+
 /** The read ops' occupancy on every GPU backend: workgroups per compute
  *  unit, enough resident loads to keep every memory channel busy (on the
  *  H200 a plain 16-byte-load read streamed 4.48 TB/s with 4 loads in

@@ -111,6 +111,45 @@ typedef struct qattn_decode_read_args {
     int32_t keys_per_split, num_splits, scaled;
 } qattn_decode_read_args;
 
+/* ---- paged MQA logits (spec 5): both variants, one block -----------------
+ * Strides in elements (fp8 codes are bytes). The cache and its scales are
+ * addressed as decode's caches: key row `row` of page `page` at
+ * page * ps (64-bit: a cache may span more than 2^32 elements) + row * rs
+ * (32-bit, validation keeps it below 2^31); a rank-2 cache reads as pages
+ * of page_size slots. The launch values of the plan come with it, so a
+ * kernel that takes no specialization constants (HIP) reads them here;
+ * the index and bounds arithmetic on them is qattn/paged_mqa_index.h. */
+typedef struct qattn_paged_mqa_kernel_args {
+    QATTN_KERNEL_ADDRESS(const uint8_t) q;
+    QATTN_KERNEL_ADDRESS(const uint8_t) k;
+    QATTN_KERNEL_ADDRESS(const float) ks;
+    QATTN_KERNEL_ADDRESS(const float) w;
+    QATTN_KERNEL_ADDRESS(const int32_t) indptr;
+    QATTN_KERNEL_ADDRESS(const int32_t) indices;
+    QATTN_KERNEL_ADDRESS(const int32_t) lens;
+    QATTN_KERNEL_ADDRESS(float) logits;
+    int64_t k_ps, ks_ps;      /* page strides */
+    uint32_t k_rs, ks_rs;     /* row-in-page strides */
+    int32_t q_sb, q_sr, q_sh; /* q: request, row, head */
+    int32_t w_sb, w_sr;       /* weights: request, row */
+    int32_t l_sb, l_sr;       /* logits: request, row */
+    int32_t n_slots;          /* slots inside the cache and its scales */
+    int32_t n_indices;        /* kv_indices entries */
+    int32_t B, N, H, D, P;    /* plan: batch, rows, heads, head dim, page size */
+    int32_t M;                /* plan: max_kv_len, the logits' columns */
+    int32_t num_splits, keys_per_split;
+    int32_t grid_y;           /* plan.grid[1]: requests are walked with this stride */
+    int32_t clean;            /* clean_logits */
+    int32_t kv_tile;          /* plan: keys per step (simt: one per thread) */
+    int32_t q_staged;         /* plan (simt) */
+    int32_t load16;           /* plan.load_bytes == 16 */
+    int32_t head_slots, pass_rows, passes; /* plan (matrix) */
+    int32_t key_tiles, subgroups;          /* plan (matrix) */
+    int32_t fragment_layout, q_row_halves; /* plan (matrix) */
+    int32_t q_fnuz, k_fnuz;   /* the formats are e4m3fnuz */
+    float unshift;            /* matrix: a product of staged codes times this is the value's */
+} qattn_paged_mqa_kernel_args;
+
 /* The byte offsets the shaders' std430 push blocks give these fields (a
  * field moved here must move there too). */
 #ifdef __cplusplus
@@ -130,6 +169,14 @@ QATTN_KA_CHECK(offsetof(qattn_decode_read_args, page_stride) == 72 &&
                    offsetof(qattn_decode_read_args, row_stride) == 144 &&
                    offsetof(qattn_decode_read_args, scaled) == 224 && sizeof(qattn_decode_read_args) == 232,
                "qattn_decode_read_args: layout differs from shaders/decode_read.comp's push block");
+QATTN_KA_CHECK(offsetof(qattn_paged_mqa_kernel_args, k_ps) == 64 &&
+                   offsetof(qattn_paged_mqa_kernel_args, k_rs) == 80 &&
+                   offsetof(qattn_paged_mqa_kernel_args, q_sb) == 88 &&
+                   offsetof(qattn_paged_mqa_kernel_args, B) == 124 &&
+                   offsetof(qattn_paged_mqa_kernel_args, key_tiles) == 188 &&
+                   offsetof(qattn_paged_mqa_kernel_args, unshift) == 212 &&
+                   sizeof(qattn_paged_mqa_kernel_args) == 216,
+               "qattn_paged_mqa_kernel_args: layout differs from shaders/paged_mqa_common.glsl's push block");
 #undef QATTN_KA_CHECK
 
 #endif /* QATTN_KERNEL_ARGS_H */

@@ -574,10 +574,18 @@ typedef enum qattn_paged_mqa_variant {
     /* Key tiles decoded once into shared memory and scored by every row of
      * the request on the vector units: any Vulkan 1.3 device. */
     QATTN_PAGED_MQA_SIMT,
+    /* Scores on the matrix unit (f16 16x16x16 or 16x8x16 -> f32, the fp8
+     * codes converted exactly): the keys of a step are the M side, the
+     * request's rows x heads the N side; each subgroup converts its keys'
+     * fragments once and reuses them for every row and head; ReLU x weight
+     * and the head sum on the accumulator, then the key's scale, one store.
+     * Needs a 16x16x16 or 16x8x16 f16 shape, subgroups of 32 lanes, D 64,
+     * 128 or 256 and 16-byte aligned q and key rows; AUTO prefers it. */
+    QATTN_PAGED_MQA_MATRIX,
     QATTN_PAGED_MQA_VARIANT_COUNT
 } qattn_paged_mqa_variant;
 
-/** Returns "simt"; "auto" for AUTO; "invalid" otherwise. */
+/** Returns "simt", "matrix"; "auto" for AUTO; "invalid" otherwise. */
 QATTN_API const char *qattn_paged_mqa_variant_name(qattn_paged_mqa_variant v);
 
 typedef struct qattn_paged_mqa_logits_options {
@@ -623,6 +631,25 @@ typedef struct qattn_paged_mqa_logits_plan {
     uint32_t grid[3];
     uint32_t shared_bytes;        /* exact shared memory of the launch */
     uint64_t workspace_bytes;     /* 0: logits are written directly */
+    /* The matrix variant's geometry (0 for simt). A step of the workgroup
+     * is kv_tile = 16 x key_tiles x subgroups keys; subgroup s holds keys
+     * [16 key_tiles s, 16 key_tiles (s + 1)) of it as A fragments. q's
+     * columns are (row, head slot) pairs, head_slots per row (heads rounded
+     * up to 16, the extra slots zero); pass_rows rows of them are staged in
+     * shared memory as f16 at a time: passes = 1 stages q once per request,
+     * more stage each pass in every step, the fragments of the step kept. */
+    int32_t subgroup_size;        /* lanes the kernel is written for (32) */
+    int32_t subgroups;            /* per workgroup: workgroup_size / subgroup_size */
+    int32_t key_tiles;            /* 16-key fragments per subgroup per step */
+    int32_t head_slots;           /* q columns per row */
+    int32_t pass_rows;
+    int32_t passes;
+    /** 1: fragments are built and accumulators read lane by lane in the
+     *  layout QATTN_FEAT_FRAGMENT_LAYOUT names (the epilogue in registers);
+     *  0: both go through shared memory with matrix loads and stores */
+    int32_t fragment_layout;
+    int32_t q_row_halves;         /* f16 per staged q column (D + 8: rows apart in banks) */
+    qattn_matrix_shape matrix_shape; /* the product's shape; zero for simt */
     char reason[QATTN_REASON_BYTES];
     /** A digest of the layout the planner saw (dtypes, shapes, strides and
      *  16-byte alignment of every tensor but the page table, page_size);
