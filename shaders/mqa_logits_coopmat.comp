@@ -87,18 +87,28 @@ void fp8x4_to_f16(uint x, out uint lo, out uint hi) {
 #define FragC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 
 // The raw words and scales of one step, loaded one step ahead: key
-// (mt, a) = k0 + 16 mt + g + 8 a, bytes [t D/4, (t+1) D/4). Keys past S_kv
-// read the last key (never stored).
+// x = (mt, a) = k0 + 16 mt + g + 8 a, bytes [t D/4, (t+1) D/4), at byte
+// koff[x] of the step's first key row and scale soff[x] (int32: the
+// planner checks kv_tile x the k and k_scale row strides). A step past S_kv
+// (the last) reads the last key instead (never stored).
 uvec4 rk[MT * 2 * KW];
 float rs[MT * 2];
+uint koff[MT * 2], soff[MT * 2];
 
 void load_step(int k0, int g, int t) {
-    [[unroll]] for (int mt = 0; mt < MT; ++mt) {
-        [[unroll]] for (int a = 0; a < 2; ++a) {
-            const int key = min(k0 + 16 * mt + g + 8 * a, pc.S_kv - 1);
-            const uint64_t at = mqa_row(pc.k, key, pc.k_row, 1u) + uint64_t(t * (DH / 4));
-            [[unroll]] for (int w = 0; w < KW; ++w) rk[(mt * 2 + a) * KW + w] = mqa_load16(at + uint64_t(16 * w));
-            rs[mt * 2 + a] = RefF32(mqa_row(pc.k_scale, key, pc.scale_stride, 4u)).v[0];
+    const uint64_t kb = mqa_row(pc.k, k0, pc.k_row, 1u);
+    const uint64_t sb = mqa_row(pc.k_scale, k0, pc.scale_stride, 4u);
+    if (k0 + KS <= pc.S_kv) {
+        [[unroll]] for (int x = 0; x < MT * 2; ++x) {
+            [[unroll]] for (int w = 0; w < KW; ++w) rk[x * KW + w] = mqa_load16(kb + uint64_t(koff[x] + 16 * w));
+            rs[x] = RefF32(sb + uint64_t(soff[x]) * 4ul).v[0];
+        }
+    } else {
+        [[unroll]] for (int x = 0; x < MT * 2; ++x) {
+            const int key = min(16 * (x >> 1) + g + 8 * (x & 1), pc.S_kv - 1 - k0);
+            const uint64_t at = kb + uint64_t(uint(key * pc.k_row + t * (DH / 4)));
+            [[unroll]] for (int w = 0; w < KW; ++w) rk[x * KW + w] = mqa_load16(at + uint64_t(16 * w));
+            rs[x] = RefF32(sb + uint64_t(uint(key * pc.scale_stride)) * 4ul).v[0];
         }
     }
 }
@@ -162,6 +172,11 @@ void main() {
             }
         }
 
+        [[unroll]] for (int x = 0; x < MT * 2; ++x) {
+            const int kr = 16 * (x >> 1) + g + 8 * (x & 1);
+            koff[x] = uint(kr * pc.k_row + t * (DH / 4));
+            soff[x] = uint(kr * pc.scale_stride);
+        }
         int s = tf + sub;
         if (s < tl) load_step(s * KS, g, t);
         for (; s < tl; s += NSG) {
