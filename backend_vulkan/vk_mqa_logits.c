@@ -40,7 +40,7 @@ static const char *shader_for(const qattn_mqa_logits_plan *p) {
 
 /* The coopmat shader's fixed layout for head dim D (mqa_logits_coopmat.comp):
  * the most (row, head) pairs a workgroup stages and its shared bytes. */
-static int64_t coopmat_pairs(int64_t D) { return D <= 128 ? 128 : 64; }
+static int64_t coopmat_pairs(int64_t D) { return D == 64 ? 288 : D == 128 ? 160 : 80; }
 static int64_t coopmat_shared(int64_t D) {
     const int64_t np = coopmat_pairs(D);
     return np * (D + 8) * 2 + np * 4 + np / 16 * 8;

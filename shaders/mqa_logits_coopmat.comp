@@ -62,7 +62,9 @@ const int MT = DH <= 128 ? 2 : 1;       // 16-key m-tiles per step
 const int KS = 16 * MT;                 // keys per step (the plan's kv_tile)
 const int KB = DH / 16;                 // 16-dim k-blocks
 const int KW = DH / 64;                 // 16-byte words a lane reads per key (D / 4 bytes)
-const int NPMAX = DH <= 128 ? 128 : 64; // pairs a workgroup can stage
+// Pairs a workgroup can stage: q of all of them within 44 KiB (ten n-tiles
+// at D 128, so H 32 gets five rows), the weights and windows beside it.
+const int NPMAX = DH == 64 ? 288 : DH == 128 ? 160 : 80;
 const int RB = RPS;                     // rows per workgroup
 const int HT = HEADS / 16;              // n-tiles per row
 const int NTH = NSG * SG;
@@ -204,10 +206,16 @@ void main() {
 #else
             const float ssc = abs(rs[t & 1]) * unshift;
 #endif
-            // 2. the next step's loads, in flight while this one computes
-            if (s + NSG < tl) load_step((s + NSG) * KS, g, t);
-            // 3. per row: products, ReLU x weight, the head sum, the store
-            for (int r = 0; r < RB; ++r) {
+            // 3. per row: products, ReLU x weight, the head sum, the store.
+            // Kept a loop: unrolled, nvcc re-derives the fragments per row
+            // instead of holding them (the twin's SASS), twice the decode.
+            [[dont_unroll]] for (int r = 0; r < RB; ++r) {
+                // 2. the next step's loads, in flight while this one
+                // computes; issued inside the row loop so the compiler
+                // cannot hoist them above the decode (nvcc then keeps both
+                // steps' words and copies them at the step's end: the
+                // twin's SASS)
+                if (r == 0 && s + NSG < tl) load_step((s + NSG) * KS, g, t);
                 const int row = row0 + r;
                 if (row >= pc.S) break;
                 const ivec2 win = swin[r];

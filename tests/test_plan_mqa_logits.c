@@ -158,7 +158,7 @@ static void check_contract(const qattn_device_caps *c, const qattn_mqa_logits_ar
                    p->subgroup_size <= (int32_t)c->subgroup_size_max,
                "coopmat subgroup %d", (int)p->subgroup_size);
         EXPECT(D == 64 || D == 128 || D == 256, "head dim");
-        const int64_t mt = D <= 128 ? 2 : 1, np = D <= 128 ? 128 : 64;
+        const int64_t mt = D <= 128 ? 2 : 1, np = D == 64 ? 288 : D == 128 ? 160 : 80;
         EXPECT(p->m_tiles == mt && p->kv_tile == 16 * mt, "m_tiles %d, kv_tile %d", (int)p->m_tiles,
                (int)p->kv_tile);
         EXPECT(p->rows_per_subgroup == p->rows_per_workgroup, "rows %d/%d", (int)p->rows_per_subgroup,
@@ -321,8 +321,8 @@ static void test_lavapipe_decisions(void **state) {
 static void test_h200_decisions(void **state) {
     (void)state;
     const qattn_device_caps c = caps_h200();
-    /* The target preset: coopmat, two rows of 64 heads per workgroup (the
-     * 128 pairs q of which fills 34 KiB), 32 keys per subgroup step, the
+    /* The target preset: coopmat, two rows of 64 heads per workgroup (of
+     * the 160 pairs whose q fills 43 KiB at D 128), 32 keys per subgroup step, the
      * KV range split so 132 SMs see many waves. */
     qattn_mqa_logits_plan p = auto_plan(&c, (mqa_shape){2048, 65536, 64, 128});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
@@ -339,12 +339,13 @@ static void test_h200_decisions(void **state) {
     assert_int_equal(p.matrix_shape.k, 16);
     assert_true(p.kv_slices > 1);
     assert_true((int64_t)p.grid_x * p.grid_y >= 16 * 132);
-    assert_int_equal(p.shared_bytes, 128 * 136 * 2 + 128 * 4 + 8 * 8);
-    /* H = 32: four rows; H = 16: eight. */
-    assert_int_equal(auto_plan(&c, (mqa_shape){1024, 131072, 32, 128}).rows_per_workgroup, 4);
+    assert_int_equal(p.shared_bytes, 160 * 136 * 2 + 160 * 4 + 10 * 8);
+    /* H = 32: five rows; H = 16: ten; D = 64 holds 288 pairs. */
+    assert_int_equal(auto_plan(&c, (mqa_shape){1024, 131072, 32, 128}).rows_per_workgroup, 5);
+    assert_int_equal(auto_plan(&c, (mqa_shape){1024, 131072, 64, 64}).rows_per_workgroup, 4);
     p = auto_plan(&c, (mqa_shape){4096, 32768, 16, 128});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(p.rows_per_subgroup, 8);
+    assert_int_equal(p.rows_per_subgroup, 10);
     /* H = 128 and D = 256 with H = 64: one row per workgroup, planned like
      * any other geometry. D = 256 takes 16-key steps. */
     p = auto_plan(&c, (mqa_shape){1024, 4096, 128, 128});
@@ -365,7 +366,7 @@ static void test_h200_decisions(void **state) {
      * no coopmat kernel, and the staged tile needs 65792 B: direct. */
     p = auto_plan(&c, (mqa_shape){1024, 4096, 128, 256});
     assert_int_equal(p.variant, QATTN_MQA_STAGED);
-    assert_non_null(strstr(p.reason, "at most 64 at D = 256"));
+    assert_non_null(strstr(p.reason, "at most 80 at D = 256"));
     p = auto_plan(&c, (mqa_shape){1024, 4096, 32, 512});
     assert_int_equal(p.variant, QATTN_MQA_DIRECT);
     assert_non_null(strstr(p.reason, "coopmat: head dim 512"));

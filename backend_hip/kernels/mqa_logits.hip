@@ -451,10 +451,12 @@ QH_DEV void mqa_staged_mfma(const qh_mqa_params &p) {
  * pipeline's specialization constants fix them for the driver's compiler,
  * so the twin's SASS is the code the shader's specialization gets. */
 #if defined(QH_MQA_CM_COUNT_H)
+#define CM_UNROLL_HEADS _Pragma("unroll") /* the shader unrolls the n-tiles of a row */
 #define CM_H(p) QH_MQA_CM_COUNT_H
 #define CM_RB(p) QH_MQA_CM_COUNT_RB
 #define CM_FLAGS(p) ((p).flags | QH_MQA_ALIGNED16)
 #else
+#define CM_UNROLL_HEADS
 #define CM_H(p) ((p).H)
 #define CM_RB(p) ((p).rows_per_wave)
 #define CM_FLAGS(p) ((p).flags)
@@ -554,7 +556,7 @@ template <int D, bool NVL> QH_DEV void mqa_coopmat(const qh_mqa_params &p) {
     constexpr int MT = D <= 128 ? 2 : 1; /* 16-key tiles per step */
     constexpr int KS = 16 * MT;          /* keys per step (the plan's kv_tile) */
     constexpr int KB = D / 16;           /* 16-dim blocks */
-    constexpr int NPMAX = D <= 128 ? 128 : 64;
+    constexpr int NPMAX = D == 64 ? 288 : D == 128 ? 160 : 80; /* as the shader */
     constexpr int QROW = D + 8; /* halves per staged pair (as the shader) */
     constexpr int QW = QROW / 2;
     /* A lane's bytes per key: D/4 (NVIDIA: 4 lanes per key) or D/2 (gfx12:
@@ -724,10 +726,16 @@ template <int D, bool NVL> QH_DEV void mqa_coopmat(const qh_mqa_params &p) {
 #pragma unroll
             for (int x = 1; x < NK; ++x) ssc = xs == x ? rs[x] : ssc;
             ssc = qh_fabsf(ssc) * unshift;
-            /* 2. the next step's loads, in flight while this one computes */
-            if (s + NSG < tl) load_step((s + NSG) * KS);
-            /* 3. per row: products, ReLU x weight, the head sum, the store */
+            /* 3. per row: products, ReLU x weight, the head sum, the store.
+             * Kept a loop: unrolled, the compiler re-derives the fragments
+             * per row instead of holding them (twice the decode). */
+#pragma unroll 1
             for (int r = 0; r < RB; ++r) {
+                /* 2. the next step's loads, in flight while this one
+                 * computes; issued inside the row loop so the compiler
+                 * cannot hoist them above the decode (it would then keep
+                 * both steps' words and copy them at the step's end) */
+                if (r == 0 && s + NSG < tl) load_step((s + NSG) * KS);
                 const int32_t row = row0 + r;
                 if (row >= p.S) break;
                 const int32_t wlo = swin[r][0], whi = swin[r][1];
@@ -736,7 +744,7 @@ template <int D, bool NVL> QH_DEV void mqa_coopmat(const qh_mqa_params &p) {
                     float part[2 * MT];
 #pragma unroll
                     for (int x = 0; x < 2 * MT; ++x) part[x] = 0.0f;
-#pragma unroll
+                    CM_UNROLL_HEADS
                     for (int u = 0; u < HT; ++u) {
                         const int nt = r * HT + u;
                         if constexpr (NVL) {

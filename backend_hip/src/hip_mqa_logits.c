@@ -65,7 +65,7 @@ static int plan_kernel(const qattn_mqa_logits_plan *plan) {
 
 /* The coopmat kernels' layout for head dim D (kernels/mqa_logits.hip, as
  * the shader's): the most (row, head) pairs a workgroup stages, its LDS. */
-static int64_t coopmat_pairs(int64_t D) { return D <= 128 ? 128 : 64; }
+static int64_t coopmat_pairs(int64_t D) { return D == 64 ? 288 : D == 128 ? 160 : 80; }
 static int64_t coopmat_shared(int64_t D) {
     const int64_t np = coopmat_pairs(D);
     return np * (D + 8) * 2 + np * 4 + np / 16 * 8;

@@ -123,9 +123,11 @@ typedef struct cm_geom {
     int64_t shared;
 } cm_geom;
 
-/* Pairs (rows x heads) a coopmat workgroup stages: its q as f16 takes at
- * most 32 KiB of shared memory. */
-static int64_t coopmat_max_pairs(int64_t D) { return D <= 128 ? 128 : 64; }
+/* Pairs (rows x heads) a coopmat workgroup stages: its q as f16, D + CM_PAD
+ * halves each, within 44 KiB of shared memory (the rest of 48 KiB holds
+ * the weights and windows), in whole n-tiles of 16. More pairs share each
+ * converted key fragment among more matrix instructions. */
+static int64_t coopmat_max_pairs(int64_t D) { return D == 64 ? 288 : D == 128 ? 160 : 80; }
 
 /* Shared bytes of the coopmat kernel of head dim D (the shader declares
  * exactly these, sized for the variant's largest workgroup): q of
@@ -192,7 +194,7 @@ static int32_t load_bytes(const qattn_mqa_logits_args *a) {
  *   keys, MT x D / 4 = 64 registers at D 128) up to D 128, 1 at 256.
  * - Rows per workgroup: as many as coopmat_max_pairs() pairs hold (q of
  *   every pair in shared memory, the B operand), at most S; each row's
- *   heads must fit, so H <= 128 (64 at D 256) and H % 16 == 0. One row per
+ *   heads must fit (H <= 288, 160, 80 at D 64, 128, 256) and H % 16 == 0. One row per
  *   workgroup is a geometry like any other (H 128, S 1, or pinned).
  * - 4 subgroups: each works on its own steps of the workgroup's KV slice,
  *   sharing only the staged q; the kernel's registers (about 150 per lane
