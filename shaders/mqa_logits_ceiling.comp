@@ -59,20 +59,20 @@ void main() {
         [[unroll]] for (int kh = 0; kh < KH; ++kh)
             coopMatLoad(qa[mh * KH + kh], kbuf, ((sub * MH + mh) % (BN / TM) * TM * KROW + kh * TK) / 4,
                         KROW / 4, gl_CooperativeMatrixLayoutRowMajor);
-    ACC acc[MH * NH];
-    [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
+    // The kernel's order: per n-tile, the k-steps, each B fragment feeding
+    // the MH A fragments (MH accumulators live, as in the kernel).
+    ACC acc[MH];
+    [[unroll]] for (int x = 0; x < MH; ++x) acc[x] = ACC(0.0);
     for (int it = 0; it < pc.iters; ++it) {
-        [[unroll]] for (int kh = 0; kh < KH; ++kh) {
-            MATB b[NH];
-            [[unroll]] for (int nh = 0; nh < NH; ++nh)
-                coopMatLoad(b[nh], kbuf, (nh * TN * KROW + kh * TK) / 4, KROW / 4,
-                            gl_CooperativeMatrixLayoutColumnMajor);
-            [[unroll]] for (int mh = 0; mh < MH; ++mh)
-                [[unroll]] for (int nh = 0; nh < NH; ++nh)
-                    acc[mh * NH + nh] = coopMatMulAdd(qa[mh * KH + kh], b[nh], acc[mh * NH + nh]);
+        [[unroll]] for (int nh = 0; nh < NH; ++nh) {
+            [[unroll]] for (int kh = 0; kh < KH; ++kh) {
+                MATB b;
+                coopMatLoad(b, kbuf, (nh * TN * KROW + kh * TK) / 4, KROW / 4, gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (int mh = 0; mh < MH; ++mh) acc[mh] = coopMatMulAdd(qa[mh * KH + kh], b, acc[mh]);
+            }
         }
     }
-    [[unroll]] for (int x = 1; x < MH * NH; ++x)
+    [[unroll]] for (int x = 1; x < MH; ++x)
         [[unroll]] for (int e = 0; e < acc[0].length(); ++e) acc[0][e] += acc[x][e];
     const uint idx = gl_WorkGroupID.x * uint(NSG) + uint(sub);
     coopMatStore(acc[0], RefF32(pc.dst + uint64_t(idx) * uint64_t(TM * TN * 4)).v, 0, TN,

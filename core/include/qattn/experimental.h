@@ -66,8 +66,9 @@ QATTN_API qattn_status qattn_experimental_mqa_logits_plan_create(
 /* ---- MQA logits matrix ceiling -------------------------------------- */
 /** The cooperative-matrix rate the device gives the tile shape of `plan` (a
  *  coopmat plan made by qattn_mqa_logits_plan_create or _compute), in
- *  TFLOP/s: a GEMM kernel with the plan's subgroups, m-tiles of q, KV tile,
- *  head dim and matrix shape, operands in registers and shared memory only.
+ *  TFLOP/s: a GEMM kernel with the plan's subgroups, m-tiles of keys (A in
+ *  registers), n-tiles of (row, head) pairs (B in shared memory), head dim
+ *  and matrix shape, operands in registers and shared memory only.
  *  The ceiling that plan's kernel is measured against. The plan is checked
  *  as qattn_mqa_logits_run checks it (integrity digest, fits this device,
  *  the backend runs its variant) before anything launches; *tflops is 0 on
