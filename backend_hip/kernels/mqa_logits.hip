@@ -392,6 +392,449 @@ QH_DEV void mqa_staged_mfma(const qh_mqa_params &p) {
 #endif
 
 /* ======================================================================
+ * Coopmat kernels: keys on M, (row, head) pairs on N
+ * ======================================================================
+ * The HIP twin of shaders/mqa_logits_coopmat.comp, one design in two
+ * languages: the same workgroup (RB rows' q staged once as f16 in LDS in the
+ * dimension order the fragments need, their weights and windows), the same
+ * launch (grid_x strides over row blocks, grid_y slices of kv_tile steps
+ * dealt as mqa_slice_tiles does), the same step (a wave loads its own
+ * bytes of its keys one step ahead, builds their fragments in registers,
+ * meets every n-tile of every row with them, ReLU x weight on the
+ * accumulator into per-key partial sums, a reduce-scatter, one coalesced
+ * store per row), no barrier after staging.
+ *
+ * Fragment layouts per target (qh_matrix.h has the AMD ones):
+ *
+ * NVIDIA twin (QH_NVIDIA; the wave32 host simulation runs it with
+ *   QATTN_HOSTSIM_MQA_TWIN=1): mma.sync m16n8k16 f16 -> f32, two per
+ *   16x16x16 product, the shader's layout register for register. Keys on M:
+ *   lane l, g = l / 4, t = l % 4 holds keys g and g + 8 of each 16-key
+ *   m-tile, k 2t, 2t+1, 2t+8, 2t+9 of every 16-dim block j. It reads bytes
+ *   [t D/4, (t+1) D/4) of each of its keys; word j is block j, whose codes
+ *   c0..c3 decode to (c0, c2) = A register a0/a1 (keys g / g+8) and
+ *   (c1, c3) = a2/a3: physical dim t D/4 + 4j + c is logical k = 16j + 2t
+ *   + (c >> 1) + 8 (c & 1). B (q of 8 pairs x 16 dims) comes from LDS by
+ *   ldmatrix.x4 (two n8 halves, two k8 halves). The accumulator holds keys
+ *   g, g+8 x pairs 2t, 2t+1 of each n8 half: four weights per lane and
+ *   n-tile, partial sums per key, a reduce-scatter over t (xor 1, 2).
+ *
+ * gfx12 (WMMA f32_16x16x16_f16, wave32; lane l, g = l / 16, c = l % 16):
+ *   the accumulator holds one column per lane, so the product is the
+ *   transpose, pairs on M and keys on N, with the same reuse: a lane's K
+ *   fragment (B, key c of the 16-key tile) meets every n-tile (now the M
+ *   side) of every row, each q fragment (A, from LDS) meets MT key tiles.
+ *   B slot e of block j is k = 8 (e/4) + 4g + e%4; lane (g, c) reads bytes
+ *   [g D/2, (g+1) D/2) of key c, words 2j, 2j+1 for block j, each decoded
+ *   to (c0, c2), (c1, c3) into consecutive slots: physical dim g D/2 +
+ *   4 (2j + u) + c is logical k = 16j + 8u + 4g + (c >> 1) + 2 (c & 1).
+ *   The accumulator holds key c x pairs 8g .. 8g+7: eight weights per lane
+ *   and n-tile, one partial per key tile, a reduce-scatter over g (xor 16).
+ *
+ * Keys past S_kv load the last key and are never stored. NaN codes decode
+ * to finite values (as in the shader).
+ */
+#if defined(QH_NVIDIA) || defined(QH_GFX12)
+#define QH_MQA_CM_BUILT 1
+#else
+#define QH_MQA_CM_BUILT 0
+#endif
+#if defined(QH_NVIDIA) || (defined(QH_HOSTSIM) && QH_WAVE == 32)
+#define QH_MQA_CM_NVL 1
+#else
+#define QH_MQA_CM_NVL 0
+#endif
+
+/* A counting build (docs/perf_mqa_notes.md, never part of the library):
+ * -DQH_MQA_CM_COUNT_H=64 -DQH_MQA_CM_COUNT_RB=2 fix the heads, the rows
+ * per workgroup and the 16-byte loads at compile time, as the Vulkan
+ * pipeline's specialization constants fix them for the driver's compiler,
+ * so the twin's SASS is the code the shader's specialization gets. */
+#if defined(QH_MQA_CM_COUNT_H)
+#define CM_UNROLL_HEADS _Pragma("unroll") /* the shader unrolls the n-tiles of a row */
+#define CM_H(p) QH_MQA_CM_COUNT_H
+#define CM_RB(p) QH_MQA_CM_COUNT_RB
+#define CM_FLAGS(p) ((p).flags | QH_MQA_ALIGNED16)
+#else
+#define CM_UNROLL_HEADS
+#define CM_H(p) ((p).H)
+#define CM_RB(p) ((p).rows_per_wave)
+#define CM_FLAGS(p) ((p).flags)
+#endif
+
+#if QH_MQA_CM_BUILT
+/* Four codes -> the f16 pairs (c0, c2) and (c1, c3), exactly (the value
+ * times 2^-8 fn, 2^-7 fnuz). */
+QH_DEV void cm_decode(uint32_t x, uint32_t &lo, uint32_t &hi) {
+    lo = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);
+    hi = ((x >> 1) & 0x3F803F80u) | (x & 0x80008000u);
+}
+
+/* 16 bytes at p: one load when aligned16, else words (aligned4) or bytes. */
+QH_DEV qh_u32x4 cm_load16(const uint8_t *p, int flags) {
+    if (flags & QH_MQA_ALIGNED16) return *(const qh_u32x4 *)p;
+    const bool al = (flags & QH_MQA_ALIGNED4) != 0;
+    qh_u32x4 r;
+    r.x = mqa_ld4(p, al);
+    r.y = mqa_ld4(p + 4, al);
+    r.z = mqa_ld4(p + 8, al);
+    r.w = mqa_ld4(p + 12, al);
+    return r;
+}
+QH_DEV uint32_t cm_word(const qh_u32x4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+/* -inf over columns [a, b) of row i, the workgroup's threads striding
+ * (64-bit row base: logits may pass 2^32 elements). */
+QH_DEV void cm_fill_ninf(const qh_mqa_params &p, int32_t i, int32_t a, int32_t b, int tid, int nth) {
+    float *o = p.logits + (int64_t)i * p.lg_s;
+    for (int32_t j = a + tid; j < b; j += nth) o[j] = qh_neg_inf();
+}
+
+/* Tiles [first, end) of slice y of `slices` (mqa_logits_common.glsl's
+ * mqa_slice_tiles): T tiles dealt out evenly, the first T mod slices one
+ * longer. */
+QH_DEV void cm_slice_tiles(int32_t y, int32_t slices, int32_t T, int32_t *first, int32_t *end) {
+    const int32_t q = T / slices, r = T % slices;
+    *first = y * q + qh_min(y, r);
+    *end = *first + q + (y < r ? 1 : 0);
+}
+
+#if QH_MQA_CM_NVL
+/* D = A B + C, m16n8k16 f16 -> f32. */
+QH_DEV void cm_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if defined(QH_NVIDIA)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    /* Emulation from the PTX layout: lane 4g + t computes D[g + 8 (i/2)]
+     * [2t + i%2], i < 4; A[row][k] is in lane 4 (row%8) + (k%8)/2, register
+     * row/8 + 2 (k/8), half k%2; B[k][n] in lane 4n + (k%8)/2, register k/8,
+     * half k%2. */
+    uint64_t a01[32], a23[32], bw[32];
+    qhsim_wave_gather_u64((uint64_t)a[0] | ((uint64_t)a[1] << 32), a01);
+    qhsim_wave_gather_u64((uint64_t)a[2] | ((uint64_t)a[3] << 32), a23);
+    qhsim_wave_gather_u64((uint64_t)b0 | ((uint64_t)b1 << 32), bw);
+    const uint32_t lane = qh_lane(), g = lane >> 2, t = lane & 3u;
+    for (uint32_t i = 0; i < 4; ++i) {
+        const uint32_t row = g + 8u * (i >> 1), col = 2u * t + (i & 1u);
+        float acc = c[i];
+        for (uint32_t k = 0; k < 16; ++k) {
+            const uint32_t al = 4u * (row % 8u) + (k % 8u) / 2u, ar = row / 8u + 2u * (k / 8u);
+            const uint32_t areg = (uint32_t)((ar < 2 ? a01[al] : a23[al]) >> (32u * (ar & 1u)));
+            const uint32_t breg = (uint32_t)(bw[4u * col + (k % 8u) / 2u] >> (32u * (k / 8u)));
+            acc += qh_f16_to_f32((uint16_t)(areg >> (16u * (k % 2u)))) *
+                   qh_f16_to_f32((uint16_t)(breg >> (16u * (k % 2u))));
+        }
+        c[i] = acc;
+    }
+#endif
+}
+
+/* ldmatrix.x4 of the 16 pairs x 16 dims at LDS u32 word `w0` (pair rows
+ * `rw` words apart): register m of lane (g, t) is pair 8 (m >> 1) + g, dims
+ * 8 (m & 1) + 2t, +1: b0, b1 of pairs 0..7, then of pairs 8..15. */
+QH_DEV void cm_ldsm_x4(const uint32_t *lds, int w0, int rw, uint32_t b[4]) {
+    const uint32_t lane = qh_lane();
+#if defined(QH_NVIDIA)
+    /* lane l gives the row address of matrix l / 8, row l % 8 */
+    const uint32_t m = lane >> 3, r = lane & 7u;
+    const uint32_t *at = lds + w0 + (int)(8u * (m >> 1) + r) * rw + 4 * (int)(m & 1u);
+    const uint32_t sa = (uint32_t)__cvta_generic_to_shared(at);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(sa));
+#else
+    const uint32_t g = lane >> 2, t = lane & 3u;
+    for (int m = 0; m < 4; ++m) b[m] = lds[w0 + (int)(8 * (m >> 1) + g) * rw + 4 * (m & 1) + (int)t];
+#endif
+}
+#endif
+
+template <int D, bool NVL> QH_DEV void mqa_coopmat(const qh_mqa_params &p) {
+    constexpr int MT = D <= 128 ? 2 : 1; /* 16-key tiles per step */
+    constexpr int KS = 16 * MT;          /* keys per step (the plan's kv_tile) */
+    constexpr int KB = D / 16;           /* 16-dim blocks */
+    constexpr int NPMAX = D == 64 ? 288 : D == 128 ? 160 : 80; /* as the shader */
+    constexpr int QROW = D + 8; /* halves per staged pair (as the shader) */
+    constexpr int QW = QROW / 2;
+    /* A lane's bytes per key: D/4 (NVIDIA: 4 lanes per key) or D/2 (gfx12:
+     * 2 lanes per key); keys per lane per step: 2 MT or MT. */
+    constexpr int LB = NVL ? D / 4 : D / 2;
+    constexpr int LV = LB / 16; /* 16-byte loads per key */
+    constexpr int NK = NVL ? 2 * MT : MT;
+    __shared__ uint32_t qs[NPMAX * QW] __attribute__((aligned(16)));
+    __shared__ float wsp[NPMAX] __attribute__((aligned(16)));
+    __shared__ int32_t swin[NPMAX / 16][2];
+
+    const int RB = CM_RB(p), H = CM_H(p), HT = H / 16, NSG = p.waves;
+    const int flags = CM_FLAGS(p);
+    const int nth = NSG * QH_WAVE;
+    const int tid = (int)qh_tid(), lane = (int)qh_lane(), sub = qh_uniform(tid / QH_WAVE);
+    /* NVIDIA: g = lane / 4, t = lane % 4; gfx12: g = lane / 16, c = lane % 16 */
+    const int g = NVL ? lane >> 2 : lane >> 4, t = NVL ? lane & 3 : lane & 15;
+    const bool clean = (p.flags & QH_MQA_CLEAN) != 0;
+    int32_t sf, se;
+    cm_slice_tiles((int32_t)qh_bid_y(), p.grid_y, p.kv_tiles, &sf, &se);
+    const int32_t c_lo = sf * KS, c_hi = qh_min(se * KS, p.Skv);
+    /* The key this lane stores after the reduce-scatter, and whether it
+     * stores one (MT 1: half the lanes). */
+    int skey;
+    bool slane;
+    if constexpr (NVL) {
+        skey = MT == 2 ? 16 * (t & 1) + g + 8 * (t >> 1) : g + 8 * (t & 1);
+        slane = MT == 2 || t < 2;
+    } else {
+        skey = MT == 2 ? 16 * g + t : t;
+        slane = MT == 2 || g == 0;
+    }
+    const float unshift = (p.q_fmt == QH_FNUZ ? 128.0f : 256.0f) * (p.k_fmt == QH_FNUZ ? 128.0f : 256.0f);
+
+    for (int32_t rb = (int32_t)qh_bid_x(); rb < p.row_blocks; rb += p.grid_x) {
+        const int32_t row0 = rb * RB;
+        qh_barrier(); /* the previous block's readers of qs, wsp and swin are done */
+        for (int r = tid; r < RB; r += nth) {
+            int32_t lo = 0, hi = 0;
+            if (row0 + r < p.S) mqa_window(p, row0 + r, &lo, &hi);
+            swin[r][0] = lo;
+            swin[r][1] = hi;
+        }
+        for (int x = tid; x < RB * H; x += nth) {
+            const int32_t row = row0 + x / H;
+            const int h = x % H;
+            const float w = row < p.S ? p.weights[(int64_t)row * p.w_s[0] + (int64_t)h * p.w_s[1]] : 0.0f;
+            if constexpr (NVL) { /* column c of n-tile x / 16 is 2t' + e % 2 + 8 (e / 2) */
+                const int c = x & 15;
+                wsp[(x >> 4) * 16 + ((c & 7) >> 1) * 4 + (c & 1) + 2 * (c >> 3)] = w;
+            } else {
+                wsp[x] = w;
+            }
+        }
+        /* q: 16 codes per thread and pass, decoded into logical order */
+        for (int x = tid; x < RB * H * (D / 16); x += nth) {
+            const int n = x / (D / 16), c16 = x % (D / 16);
+            const int32_t row = row0 + n / H;
+            const int h = n % H;
+            qh_u32x4 w = {0u, 0u, 0u, 0u};
+            if (row < p.S) w = cm_load16(p.q + (int64_t)row * p.q_s[0] + (int64_t)h * p.q_s[1] + 16 * c16, flags);
+            for (int e = 0; e < 4; ++e) {
+                const int pd = 16 * c16 + 4 * e; /* physical dim of the word's first code */
+                uint32_t lo, hi;
+                cm_decode(cm_word(w, e), lo, hi);
+                if constexpr (NVL) {
+                    const int tt = pd / (D / 4), j = (pd % (D / 4)) >> 2;
+                    const int o = (n * QROW + 16 * j + 2 * tt) >> 1;
+                    qs[o] = lo;
+                    qs[o + 4] = hi;
+                } else {
+                    const int gg = pd / (D / 2), wd = (pd % (D / 2)) >> 2, j = wd >> 1, u = wd & 1;
+                    const int o = (n * QROW + 16 * j + 8 * u + 4 * gg) >> 1;
+                    qs[o] = lo;
+                    qs[o + 1] = hi;
+                }
+            }
+        }
+        qh_barrier();
+        /* steps meeting the union of the rows' windows; -inf around them */
+        int32_t ulo = p.Skv, uhi = 0;
+        for (int r = 0; r < RB; ++r)
+            if (swin[r][0] < swin[r][1]) {
+                ulo = qh_min(ulo, swin[r][0]);
+                uhi = qh_max(uhi, swin[r][1]);
+            }
+        int32_t tf = sf, tl = sf;
+        if (ulo < uhi) {
+            tf = qh_max(sf, ulo / KS);
+            tl = qh_max(tf, qh_min(se, (uhi + KS - 1) / KS));
+        }
+        if (clean)
+            for (int r = 0; r < RB && row0 + r < p.S; ++r) {
+                cm_fill_ninf(p, row0 + r, c_lo, qh_min(tf * KS, c_hi), tid, nth);
+                cm_fill_ninf(p, row0 + r, qh_max(tl * KS, c_lo), c_hi, tid, nth);
+            }
+
+        /* The raw words and scales of one step, loaded one step ahead. Key
+         * x of the lane: NVIDIA (mt, a) = (x / 2, x % 2), key 16 mt + g + 8a;
+         * gfx12 mt = x, key 16 mt + c. */
+        qh_u32x4 rk[NK][LV];
+        float rs[NK];
+        /* Their offsets inside a step (int32: the planner checks kv_tile x
+         * the k and k_scale row strides); a step past S_kv (the last)
+         * reads the last key instead. */
+        uint32_t koff[NK], soff[NK];
+#pragma unroll
+        for (int x = 0; x < NK; ++x) {
+            const int kr = NVL ? 16 * (x >> 1) + g + 8 * (x & 1) : 16 * x + t;
+            koff[x] = (uint32_t)(kr * p.k_s + (NVL ? t : g) * LB);
+            soff[x] = (uint32_t)(kr * p.ksc_s);
+        }
+        auto load_step = [&](int32_t k0) {
+            const uint8_t *kb = p.k + (int64_t)k0 * p.k_s;
+            const float *sb = p.k_scale + (int64_t)k0 * p.ksc_s;
+            if (k0 + KS <= p.Skv) {
+#pragma unroll
+                for (int x = 0; x < NK; ++x) {
+#pragma unroll
+                    for (int v = 0; v < LV; ++v) rk[x][v] = cm_load16(kb + koff[x] + 16 * v, flags);
+                    rs[x] = sb[soff[x]];
+                }
+            } else {
+#pragma unroll
+                for (int x = 0; x < NK; ++x) {
+                    const int kr = NVL ? 16 * (x >> 1) + g + 8 * (x & 1) : 16 * x + t;
+                    const int key = qh_min(kr, p.Skv - 1 - k0);
+                    const uint8_t *at = kb + (uint32_t)(key * p.k_s + (NVL ? t : g) * LB);
+#pragma unroll
+                    for (int v = 0; v < LV; ++v) rk[x][v] = cm_load16(at + 16 * v, flags);
+                    rs[x] = sb[(uint32_t)(key * p.ksc_s)];
+                }
+            }
+        };
+        int32_t s = tf + sub;
+        if (s < tl) load_step(s * KS);
+        for (; s < tl; s += NSG) {
+            const int32_t k0 = s * KS;
+            /* 1. fragments from the loaded words (their first read), the
+             * sign of k_scale folded into the codes */
+            uint32_t ka[MT][KB][4];
+#pragma unroll
+            for (int x = 0; x < NK; ++x) {
+                const uint32_t neg = rs[x] < 0.0f ? 0x80808080u : 0u;
+#pragma unroll
+                for (int j = 0; j < KB; ++j) {
+                    if constexpr (NVL) { /* A: a0/a1 lo of keys g / g+8, a2/a3 hi */
+                        uint32_t lo, hi;
+                        cm_decode(cm_word(rk[x][j >> 2], j & 3) ^ neg, lo, hi);
+                        ka[x >> 1][j][x & 1] = lo;
+                        ka[x >> 1][j][2 + (x & 1)] = hi;
+                    } else { /* B: words 2j, 2j+1 -> slots 0-3, 4-7 */
+#pragma unroll
+                        for (int u = 0; u < 2; ++u) {
+                            const int wd = 2 * j + u;
+                            uint32_t lo, hi;
+                            cm_decode(cm_word(rk[x][wd >> 2], wd & 3) ^ neg, lo, hi);
+                            ka[x][j][2 * u] = lo;
+                            ka[x][j][2 * u + 1] = hi;
+                        }
+                    }
+                }
+            }
+            /* |k_scale| of the key this lane stores, with the decode's powers */
+            const int xs = NVL ? (MT == 2 ? 2 * (t & 1) + (t >> 1) : t & 1) : (MT == 2 ? g : 0);
+            float ssc = rs[0];
+#pragma unroll
+            for (int x = 1; x < NK; ++x) ssc = xs == x ? rs[x] : ssc;
+            ssc = qh_fabsf(ssc) * unshift;
+            /* 3. per row: products, ReLU x weight, the head sum, the store.
+             * Kept a loop: unrolled, the compiler re-derives the fragments
+             * per row instead of holding them (twice the decode). */
+#pragma unroll 1
+            for (int r = 0; r < RB; ++r) {
+                /* 2. the next step's loads, in flight while this one
+                 * computes; issued inside the row loop so the compiler
+                 * cannot hoist them above the decode (it would then keep
+                 * both steps' words and copy them at the step's end) */
+                if (r == 0 && s + NSG < tl) load_step((s + NSG) * KS);
+                const int32_t row = row0 + r;
+                if (row >= p.S) break;
+                const int32_t wlo = swin[r][0], whi = swin[r][1];
+                float val = 0.0f;
+                if (qh_max(wlo, k0) < qh_min(whi, k0 + KS)) {
+                    float part[2 * MT];
+#pragma unroll
+                    for (int x = 0; x < 2 * MT; ++x) part[x] = 0.0f;
+                    CM_UNROLL_HEADS
+                    for (int u = 0; u < HT; ++u) {
+                        const int nt = r * HT + u;
+                        if constexpr (NVL) {
+#if QH_MQA_CM_NVL
+                            float acc[MT][2][4];
+#pragma unroll
+                            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                                for (int i = 0; i < 8; ++i) acc[mt][i >> 2][i & 3] = 0.0f;
+#pragma unroll
+                            for (int j = 0; j < KB; ++j) {
+                                uint32_t b[4];
+                                cm_ldsm_x4(qs, nt * 16 * QW + 8 * j, QW, b);
+#pragma unroll
+                                for (int mt = 0; mt < MT; ++mt) {
+                                    cm_mma(acc[mt][0], ka[mt][j], b[0], b[1]);
+                                    cm_mma(acc[mt][1], ka[mt][j], b[2], b[3]);
+                                }
+                            }
+                            /* acc[mt][h][i]: key g + 8 (i/2), pair 8h + 2t + i%2, whose
+                             * weight is wv[2h + i%2] */
+                            const float *wv = &wsp[nt * 16 + 4 * t];
+#pragma unroll
+                            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                                    for (int i = 0; i < 4; ++i)
+                                        part[2 * mt + (i >> 1)] += wv[2 * h + (i & 1)] * qh_fmaxf(acc[mt][h][i], 0.0f);
+#endif
+                        } else {
+#if defined(QH_GFX12)
+                            float acc[MT][8];
+#pragma unroll
+                            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                                for (int v = 0; v < 8; ++v) acc[mt][v] = 0.0f;
+#pragma unroll
+                            for (int j = 0; j < KB; ++j) {
+                                /* A: pair 16 nt + c, k 16j + 4g .. +3 and 16j + 8 + 4g .. +3 */
+                                const int o = (nt * 16 + t) * QW + 8 * j + 2 * g;
+                                const qh_u32x2 lo = *(const qh_u32x2 *)&qs[o];
+                                const qh_u32x2 hi = *(const qh_u32x2 *)&qs[o + 4];
+                                const uint32_t a[4] = {lo.x, lo.y, hi.x, hi.y};
+#pragma unroll
+                                for (int mt = 0; mt < MT; ++mt) qh_wmma_f16(a, ka[mt][j], acc[mt]);
+                            }
+                            /* acc[mt][v]: pair 16 nt + 8g + v, key 16 mt + c */
+                            const float *wv = &wsp[nt * 16 + 8 * g];
+#pragma unroll
+                            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                                for (int v = 0; v < 8; ++v) part[mt] += wv[v] * qh_fmaxf(acc[mt][v], 0.0f);
+#endif
+                        }
+                    }
+                    if constexpr (NVL) {
+                        /* reduce-scatter over the key's four lanes (t): lane t
+                         * ends with part[2 (t & 1) + (t >> 1)] (MT 1: part[t & 1]) */
+                        const bool odd = (t & 1) != 0;
+                        if constexpr (MT == 2) {
+                            float k0v = odd ? part[2] : part[0], k1v = odd ? part[3] : part[1];
+                            k0v += qh_shfl_xor_f32(odd ? part[0] : part[2], 1u);
+                            k1v += qh_shfl_xor_f32(odd ? part[1] : part[3], 1u);
+                            const bool hi2 = (t & 2) != 0;
+                            val = (hi2 ? k1v : k0v) + qh_shfl_xor_f32(hi2 ? k0v : k1v, 2u);
+                        } else {
+                            val = (odd ? part[1] : part[0]) + qh_shfl_xor_f32(odd ? part[0] : part[1], 1u);
+                            val += qh_shfl_xor_f32(val, 2u);
+                        }
+                    } else {
+                        /* over the two lane groups (g): lane g keeps key tile g */
+                        if constexpr (MT == 2)
+                            val = (g ? part[1] : part[0]) + qh_shfl_xor_f32(g ? part[0] : part[1], 16u);
+                        else
+                            val = part[0] + qh_shfl_xor_f32(part[0], 16u);
+                    }
+                }
+                const int32_t j = k0 + skey;
+                if (slane && j < c_hi) {
+                    const bool seen = j >= wlo && j < whi;
+                    if (seen || clean) p.logits[(int64_t)row * p.lg_s + j] = seen ? val * ssc : qh_neg_inf();
+                }
+            }
+        }
+    }
+}
+#endif /* QH_MQA_CM_BUILT */
+
+/* ======================================================================
  * Instantiations
  * ====================================================================== */
 QH_KERNEL QH_LAUNCH_BOUNDS(8 * QH_WAVE) void qattn_mqa_direct(qh_mqa_params p) { mqa_direct(p); }
@@ -399,6 +842,34 @@ QH_KERNEL QH_LAUNCH_BOUNDS(8 * QH_WAVE) void qattn_mqa_direct(qh_mqa_params p) {
 QH_KERNEL QH_LAUNCH_BOUNDS(QH_MQA_WAVES * QH_WAVE) void qattn_mqa_staged_fma(qh_mqa_params p) {
     mqa_staged_fma<256>(p);
 }
+
+#if QH_MQA_CM_BUILT
+#if defined(QH_NVIDIA)
+#define QH_MQA_CM_RUN(d, p) mqa_coopmat<d, true>(p)
+#elif QH_MQA_CM_NVL
+/* The wave32 host simulation runs the NVIDIA path instead of gfx12's when
+ * QATTN_HOSTSIM_MQA_TWIN=1 (hip_hostsim_gfx12_parity_mqa_logits_twin): the
+ * twin's logic, bounds and layouts checked on the CPU, mma.sync and
+ * ldmatrix emulated from the PTX layouts. */
+#include <stdlib.h>
+static bool cm_sim_twin(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("QATTN_HOSTSIM_MQA_TWIN");
+        v = e && e[0] == '1';
+    }
+    return v != 0;
+}
+#define QH_MQA_CM_RUN(d, p) (cm_sim_twin() ? mqa_coopmat<d, true>(p) : mqa_coopmat<d, false>(p))
+#else
+#define QH_MQA_CM_RUN(d, p) mqa_coopmat<d, false>(p)
+#endif
+#define QH_MQA_CM(d) \
+    QH_KERNEL QH_LAUNCH_BOUNDS(4 * QH_WAVE) void qattn_mqa_coopmat_d##d(qh_mqa_params p) { QH_MQA_CM_RUN(d, p); }
+QH_MQA_CM(64)
+QH_MQA_CM(128)
+QH_MQA_CM(256)
+#endif
 
 #if defined(QH_GFX942)
 #define QH_MQA_MFMA(d)                                                                     \
