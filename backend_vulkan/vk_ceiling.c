@@ -1,8 +1,7 @@
 /* The matrix ceiling of the coopmat MQA logits kernel: times
  * shaders/mqa_logits_ceiling.comp, a GEMM loop with the plan's tile shape
- * (subgroups, m-tiles of keys in registers, the n-tiles of (row, head)
- * pairs and head dim in shared memory, the planned hardware matrix shape
- * and subgroup width), and turns
+ * (subgroups, m-tiles of q in registers, KV tile and head dim in shared
+ * memory, the planned hardware matrix shape and subgroup width), and turns
  * its device time into TFLOP/s. qattn-bench prints each MQA preset's share
  * of it. */
 #include <stdlib.h>
@@ -52,9 +51,9 @@ qattn_status qattn_vk_mqa_ceiling(void *be, const qattn_mqa_logits_plan *plan, d
     void *h = NULL;
     if ((s = qattn_vk_buffer_alloc(vk, (uint64_t)groups * nsg * tile * 4u, &h)) != QATTN_OK) return s;
     ceiling_push p = {((qattn_vk_buffer *)h)->address, 64, 0};
-    /* Products per pass per subgroup: (16 MT) x (16 NT) x D multiply-adds. */
-    const double mt = plan->m_tiles, nt = plan->n_tiles;
-    const double flop_per_iter = 2.0 * 16.0 * mt * 16.0 * nt * plan->head_dim * nsg * groups;
+    /* Products per pass per subgroup: (16 MT) x kv_tile x D multiply-adds. */
+    const double mt = plan->m_tiles;
+    const double flop_per_iter = 2.0 * 16.0 * mt * plan->kv_tile * plan->head_dim * nsg * groups;
     double ms = 0.0, runs[5];
     /* Grow the pass count until one launch lasts >= 2 ms, keep launching
      * until >= 500 ms of device time have passed (an idle GPU runs its

@@ -1,6 +1,6 @@
 /* FP8 MQA logits on Vulkan: one launch of the planned variant
  * (shaders/mqa_logits_simt.comp as mqa_logits_direct / mqa_logits_staged,
- * shaders/mqa_logits_coopmat.comp as mqa_logits_coopmat_d<D>). The plan fixes the
+ * shaders/mqa_logits_coopmat.comp as mqa_logits_coopmat). The plan fixes the
  * geometry (m-tiles, n-tiles, row blocks, KV tiles, load width, grid); this
  * file checks the shaders were written for it, turns it into specialization
  * constants and the push block, and nothing else: no copies, no padding, no
@@ -23,27 +23,13 @@ enum {
 };
 _Static_assert(SPEC_COUNT == QATTN_VK_MQA_SPEC_COUNT, "vk_internal.h names the count");
 
-static const char *shader_for(const qattn_mqa_logits_plan *p) {
-    switch (p->variant) {
+static const char *shader_for(qattn_mqa_variant v) {
+    switch (v) {
     case QATTN_MQA_DIRECT: return "mqa_logits_direct";
     case QATTN_MQA_STAGED: return "mqa_logits_staged";
-    case QATTN_MQA_COOPMAT:
-        switch (p->head_dim) {
-        case 64: return "mqa_logits_coopmat_d64";
-        case 128: return "mqa_logits_coopmat_d128";
-        case 256: return "mqa_logits_coopmat_d256";
-        default: return NULL;
-        }
+    case QATTN_MQA_COOPMAT: return "mqa_logits_coopmat";
     default: return NULL;
     }
-}
-
-/* The coopmat shader's fixed layout for head dim D (mqa_logits_coopmat.comp):
- * the most (row, head) pairs a workgroup stages and its shared bytes. */
-static int64_t coopmat_pairs(int64_t D) { return D == 64 ? 288 : D == 128 ? 160 : 80; }
-static int64_t coopmat_shared(int64_t D) {
-    const int64_t np = coopmat_pairs(D);
-    return np * (D + 8) * 2 + np * 4 + np / 16 * 8;
 }
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -68,7 +54,7 @@ static int64_t plan_threads(const qattn_mqa_logits_plan *p) {
 }
 
 int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
-    const char *name = shader_for(p);
+    const char *name = shader_for(p->variant);
     if (!name || !qattn_vk_has_shader(name)) return 0;
     const int64_t threads = plan_threads(p);
     if (p->subgroup_size < 1 || threads < 1 || threads > vk->caps.max_workgroup_size) return 0;
@@ -77,9 +63,7 @@ int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
         (uint32_t)p->grid_x > vk->props.limits.maxComputeWorkGroupCount[0] ||
         (uint32_t)p->grid_y > vk->props.limits.maxComputeWorkGroupCount[1])
         return 0;
-    if (p->rows_per_subgroup < 1 || p->rows_per_workgroup < 1) return 0;
-    /* The SIMT shaders keep up to 4 rows per subgroup. */
-    if (p->variant != QATTN_MQA_COOPMAT && p->rows_per_subgroup > 4) return 0;
+    if (p->rows_per_subgroup < 1 || p->rows_per_subgroup > 4 || p->rows_per_workgroup < 1) return 0;
     /* The shaders stride grid_x over row_blocks and deal kv_tiles out over
      * grid_y; no shader here reads a matrix shape on a SIMT variant. */
     if (p->row_blocks != cdiv(p->rows, p->rows_per_workgroup) || p->kv_tiles != cdiv(p->kv_len, p->kv_tile) ||
@@ -94,25 +78,24 @@ int qattn_vk_mqa_supports(qattn_vk *vk, const qattn_mqa_logits_plan *p) {
         return p->kv_tile % p->subgroup_size == 0 &&
                p->rows_per_workgroup == p->rows_per_subgroup * p->subgroups_per_workgroup;
     case QATTN_MQA_COOPMAT: {
-        /* The shader builds A fragments and reads accumulators element by
-         * element in the layout the probe found (vk_fragment_probe.c). */
-        if (!vk->has_coopmat || !(vk->caps.features & QATTN_FEAT_COOPMAT) ||
-            !(vk->caps.features & QATTN_FEAT_FRAGMENT_LAYOUT) || !lists_shape(&vk->caps, &p->matrix_shape))
+        if (!vk->has_coopmat || !(vk->caps.features & QATTN_FEAT_COOPMAT) || !lists_shape(&vk->caps, &p->matrix_shape))
             return 0;
-        const qattn_matrix_shape *m = &p->matrix_shape;
-        if (m->m != 16 || m->n != 16 || m->k != 16 || m->a_type != QATTN_F16 || m->c_type != QATTN_F32) return 0;
-        /* The layout needs subgroups of exactly 32 lanes. */
+        /* The matrix layout needs the exact subgroup width it was planned for. */
         const int fixed = vk->caps.subgroup_size_min == vk->caps.subgroup_size_max;
-        if (p->subgroup_size != 32 || 32 < vk->caps.subgroup_size_min || 32 > vk->caps.subgroup_size_max) return 0;
+        if (fixed && (uint32_t)p->subgroup_size != vk->caps.subgroup_size_max) return 0;
         if (!fixed && !vk->has_subgroup_size_control) return 0;
-        /* The shader's geometry: every subgroup computes all the
-         * workgroup's rows over its own steps of 16 m_tiles keys. */
-        const int64_t D = p->head_dim, mt = D <= 128 ? 2 : 1;
-        return (D == 64 || D == 128 || D == 256) && p->heads % 16 == 0 && p->m_tiles == mt &&
-               p->kv_tile == 16 * mt && p->rows_per_workgroup == p->rows_per_subgroup &&
-               (int64_t)p->rows_per_workgroup * p->heads <= coopmat_pairs(D) &&
-               (int64_t)p->n_tiles * 16 == (int64_t)p->rows_per_workgroup * p->heads &&
-               p->subgroups_per_row == p->subgroups_per_workgroup && p->shared_bytes == coopmat_shared(D);
+        if ((uint32_t)p->subgroup_size < vk->caps.subgroup_size_min ||
+            (uint32_t)p->subgroup_size > vk->caps.subgroup_size_max)
+            return 0;
+        /* The shader's layout: a subgroup holds m_tiles 16-pair tiles of one
+         * row (subgroups_per_row of them per row) or whole rows. */
+        const int64_t mt = p->m_tiles, units = p->heads / 16;
+        const int64_t spr = units > mt ? units / mt : 1, rpsg = mt > units ? mt / units : 1;
+        return p->heads % 16 == 0 && (mt == 1 || mt == 2 || mt == 4) && (units % mt == 0 || mt % units == 0) &&
+               p->subgroups_per_row == spr && p->n_tiles >= 1 && p->n_tiles <= 4 &&
+               p->kv_tile == 16 * p->n_tiles && p->subgroups_per_workgroup % spr == 0 &&
+               p->rows_per_workgroup == p->subgroups_per_workgroup / spr * rpsg &&
+               p->rows_per_subgroup == rpsg;
     }
     default:
         return 0;
@@ -185,7 +168,7 @@ qattn_status qattn_vk_mqa_logits(void *be, const qattn_mqa_logits_plan *plan,
     uint32_t pin = 0;
     if (plan->variant == QATTN_MQA_COOPMAT && vk->has_subgroup_size_control) pin = (uint32_t)plan->subgroup_size;
     VkPipeline pipe;
-    qattn_status s = qattn_vk_pipeline(vk, shader_for(plan), spec, n_spec, sizeof p, pin, &pipe);
+    qattn_status s = qattn_vk_pipeline(vk, shader_for(plan->variant), spec, n_spec, sizeof p, pin, &pipe);
     if (s != QATTN_OK) return s;
     if ((s = qattn_vk_begin(vk)) != QATTN_OK) return s;
     qattn_vk_dispatch(vk, pipe, &p, sizeof p, (uint32_t)plan->grid_x, (uint32_t)plan->grid_y, 1);

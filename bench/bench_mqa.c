@@ -24,7 +24,7 @@ typedef struct mqa_launch {
 /* The matrix ceiling of each coopmat geometry measured so far (the tile
  * shape decides it, not the preset's rows or KV length). */
 typedef struct ceiling_entry {
-    int32_t mt, nt, kv_tile, nsg, d, sg;
+    int32_t mt, kv_tile, nsg, d, sg;
     qattn_matrix_shape shape;
     double tflops;
 } ceiling_entry;
@@ -39,7 +39,7 @@ static double plan_ceiling(qattn_context *ctx, const qattn_mqa_logits_plan *pl) 
     const int32_t mt = pl->m_tiles;
     for (int i = 0; i < n_seen; ++i) {
         const ceiling_entry *e = &seen[i];
-        if (e->mt == mt && e->nt == pl->n_tiles && e->kv_tile == pl->kv_tile && e->nsg == pl->subgroups_per_workgroup &&
+        if (e->mt == mt && e->kv_tile == pl->kv_tile && e->nsg == pl->subgroups_per_workgroup &&
             e->d == pl->head_dim && e->sg == pl->subgroup_size && !memcmp(&e->shape, &pl->matrix_shape, sizeof e->shape))
             return e->tflops;
     }
@@ -49,14 +49,14 @@ static double plan_ceiling(qattn_context *ctx, const qattn_mqa_logits_plan *pl) 
         tf = 0.0;
     } else {
         printf("matrix ceiling (f16 cooperative-matrix GEMM of the kernel's tile: %d subgroups x %d lanes, "
-               "%d keys each, %d (row, head) pairs, D %d, %ux%ux%u): %.1f TFLOP/s\n",
-               (int)pl->subgroups_per_workgroup, (int)pl->subgroup_size, 16 * (int)mt, 16 * (int)pl->n_tiles,
+               "%d q rows each, %d-column KV tile, D %d, %ux%ux%u): %.1f TFLOP/s\n",
+               (int)pl->subgroups_per_workgroup, (int)pl->subgroup_size, 16 * (int)mt, (int)pl->kv_tile,
                (int)pl->head_dim, (unsigned)pl->matrix_shape.m, (unsigned)pl->matrix_shape.n,
                (unsigned)pl->matrix_shape.k, tf);
     }
     fflush(stdout);
     if (n_seen < 16)
-        seen[n_seen++] = (ceiling_entry){mt, pl->n_tiles, pl->kv_tile, pl->subgroups_per_workgroup, pl->head_dim,
+        seen[n_seen++] = (ceiling_entry){mt, pl->kv_tile, pl->subgroups_per_workgroup, pl->head_dim,
                                          pl->subgroup_size, pl->matrix_shape, tf};
     return tf;
 }

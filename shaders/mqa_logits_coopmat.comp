@@ -1,52 +1,29 @@
 #version 450
-// FP8 MQA logits (spec 3) on cooperative matrices, in DeepGEMM's
-// orientation (docs/design.md, "FP8 MQA logits"): the keys are the M side of
-// 16x16x16 f16 products and the workgroup's (row, head) pairs the N side.
+// FP8 MQA logits (spec 3) on cooperative matrices: q.k as f16 x f16 -> f32
+// matrix products. fp8 codes decode to f16 exactly (every e4m3 fn/fnuz value
+// is an f16 normal or zero), so only the accumulation order differs from
+// the reference.
 //
-//   - The workgroup holds RB rows (RB x H pairs, at most NPMAX): their q as
-//     f16 in shared memory (the B operand, staged once per row block), their
-//     weights and windows. Nothing else is shared: after staging, the tile
-//     loop has no barrier and no shared-memory write.
-//   - Each subgroup works on its own steps of KS = 16 MT keys (the plan's
-//     kv_tile; steps of the workgroup's KV slice dealt round-robin to its
-//     subgroups). A lane loads its own bytes of its keys with 16-byte loads
-//     and builds the A fragments in registers (exact fp8 -> f16, two integer
-//     operations per pair of codes), once per step; each A fragment then
-//     meets every n-tile of every row (N / 8 matrix instructions on the
-//     H200, each B fragment loaded from shared memory feeding MT of them).
-//   - ReLU x weight on the accumulator: per element one max and one FMA into
-//     per-(row, key) partial sums kept in registers across the row's
-//     n-tiles; at the row's end a reduce-scatter over the four lanes of a key
-//     (three shuffles) leaves every lane one key of the row, which it scales
-//     by |k_scale| and stores (32 consecutive logits per subgroup store).
-//     A negative k_scale flips the key's codes' signs before decoding, since
-//     max(0, s x) = |s| max(0, sign(s) x).
+// Layout. The workgroup's rows x heads form (row, head) pairs; subgroup s
+// holds 16*MT consecutive pairs (MT m-groups of 16, never straddling a row)
+// of q as A fragments in registers for the whole KV range. Each KV tile of
+// 16*NT columns is decoded once into shared memory (f16, column-major for B)
+// and every subgroup multiplies its pairs by all of it.
 //
-// Fragment layout. The kernel writes A fragments and reads accumulators
-// element by element, so it assumes the layout the Vulkan backend probes
-// (backend_vulkan/vk_fragment_probe.c; QATTN_FEAT_FRAGMENT_LAYOUT, seen on
-// NVIDIA's driver): lane l, g = l / 4, t = l % 4, element i of 8:
-//   A, accumulator: row g + 8 (i / 4), column 2t + i % 2 + 8 ((i / 2) % 2).
-// The backend refuses this variant on any other layout.
+// Epilogue, per tile: acc[pair, col] is turned into w[pair] * max(0, acc)
+// element-wise against an accumulator-shaped matrix of the weights (so no
+// knowledge of the implementation's element layout is needed), the m-tiles
+// of one row are summed element-wise, and the per-row TM x BN partials go to
+// shared memory column-major (a column's TM values contiguous, columns CS
+// floats apart) where one thread per (row, column) adds the TM rows with
+// TM/4 vec4 loads (and the other subgroups of that row) and scales by
+// |k_scale|. A negative k_scale is folded into the decoded key's sign,
+// since max(0, s x) = |s| max(0, sign(s) x).
 //
-// Dimension order. A lane holds keys g and g + 8 of each m-tile, k-columns
-// 2t, 2t+1, 2t+8, 2t+9 of every 16-dim block j. It reads bytes
-// [t D/4, (t+1) D/4) of each of its keys; word j of them is block j, its
-// codes c0..c3 decode to the f16 pairs (c0, c2) and (c1, c3): physical dim
-// t D/4 + 4j + c is logical k = 16j + 2t + (c >> 1) + 8 (c & 1). q is staged
-// in shared memory in logical order by the same rule, so every q.k sum is
-// the exact dot product, in another order.
-//
-// The decode: each code's exponent and mantissa bits become the low
-// exponent and top mantissa bits of an f16, its sign the sign: the f16 is
-// the value x 2^-8 (fn) or 2^-7 (fnuz) exactly (subnormal codes land on f16
-// subnormals); the powers of two are in the store's scale. NaN codes decode
-// to finite values (spec 4 promises no NaN without a NaN input, nothing for
-// a NaN input).
-//
-// Variants per head dim (HEAD_DIM 64, 128, 256: the per-lane arrays must
-// have constant sizes to stay in registers); specialization constants as in
-// mqa_logits_common.glsl, with RPS = rows per workgroup and HEADS = H.
+// Hardware tiles are TM x TN x TK (spec constants, dividing 16): 16x16x16 on
+// NVIDIA/AMD, 8x8x8 on lavapipe; a logical 16-block is (16/TM) x (16/TN).
+// Rows past S are zero in q and never written; windows, clean_logits and
+// KV slices are handled as in mqa_logits_simt.comp.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -55,108 +32,188 @@
 #include "mqa_logits_common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 12) const int HEADS = 64; // H, a multiple of 16
+layout(constant_id = 10) const int MT = 2;     // 16-pair m-groups per subgroup
+layout(constant_id = 11) const int NT = 4;     // 16-column n-groups per tile (KT = 16 NT)
+layout(constant_id = 12) const int HEADS = 64; // H (pairs -> rows)
+layout(constant_id = 13) const int TM = 16;    // hardware matrix shape
+layout(constant_id = 14) const int TN = 16;
+layout(constant_id = 15) const int TK = 16;
 
-const int DH = HEAD_DIM;
-const int MT = DH <= 128 ? 2 : 1;       // 16-key m-tiles per step
-const int KS = 16 * MT;                 // keys per step (the plan's kv_tile)
-const int KB = DH / 16;                 // 16-dim k-blocks
-const int KW = DH / 64;                 // 16-byte words a lane reads per key (D / 4 bytes)
-// Pairs a workgroup can stage: q of all of them within 44 KiB (ten n-tiles
-// at D 128, so H 32 gets five rows), the weights and windows beside it.
-const int NPMAX = DH == 64 ? 288 : DH == 128 ? 160 : 80;
-const int RB = RPS;                     // rows per workgroup
-const int HT = HEADS / 16;              // n-tiles per row
 const int NTH = NSG * SG;
-const int QROW = DH + 8;                // halves per staged pair: rows 16 bytes apart in banks
+const int PAIRS = 16 * MT;                 // (row, head) pairs per subgroup
+const int SPR = HEADS > PAIRS ? HEADS / PAIRS : 1; // subgroups per row
+const int RPSG = PAIRS > HEADS ? PAIRS / HEADS : 1; // rows per subgroup
+const int RPW = NSG / SPR * RPSG;          // rows per workgroup
+const int BN = 16 * NT;                    // KV columns per tile (== KT)
+const int KROW = D + 8;                    // f16 per key row in shared (padded)
+const int QROW = 64 + 8;                   // f16 per q row of a staging chunk
+const int MH = PAIRS / TM;                 // hardware m-tiles per subgroup
+const int NH = BN / TN;                    // hardware n-tiles per tile
+const int KH = D / TK;                     // hardware k-steps
+const int MH_ROW = MH / RPSG;              // hardware m-tiles per row held
 
-// q of the workgroup's pairs, f16 in logical dim order (pair n at n * QROW);
-// the weights, per n-tile and lane column t, as the four columns that lane
-// holds (2t, 2t+1, 2t+8, 2t+9); the rows' windows. Sized for the largest
-// workgroup of the variant (the plan's shared_bytes).
-shared f16vec2 qs[NPMAX * QROW / 2];
-shared vec4 wsp[NPMAX / 4];
-shared ivec2 swin[NPMAX / 16];
+const int KBUF = BN * KROW > NSG * 16 * QROW ? BN * KROW : NSG * 16 * QROW;
+// Key tile, or q chunks before the KV loop; f16 in groups of 4 so a thread
+// stores its 16 decoded codes with four 8-byte stores. Offsets and strides
+// of the matrix loads below are in these 4-half units.
+shared f16vec4 kbuf[KBUF / 4];
+// Per (subgroup, row held) TM x BN partials, column-major with a column
+// stride of CS floats: TM + 4 puts the vec4 reads of neighbouring columns in
+// distinct banks. Also the weight matrices (row-major TM x TN) on their way
+// into registers. In vec4 units, like kbuf.
+const int CS = TM + 4;
+const int SREG = BN * CS / 4; // vec4 of one (subgroup, row) partial
+shared vec4 scratch[NSG * RPSG * SREG];
+shared float sabs[2 * BN];                 // |k_scale| x 2^(qshift+kshift), two tiles
+shared ivec2 swin[RPW];                    // the workgroup rows' windows
 
-// Four codes -> the f16 pairs (c0, c2) and (c1, c3), exactly.
-void fp8x4_to_f16(uint x, out uint lo, out uint hi) {
-    lo = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);
-    hi = ((x >> 1) & 0x3F803F80u) | (x & 0x80008000u);
+// Chunks of 16 codes each thread stages per tile (prefetched in registers).
+const int PF = (BN * (D / 16) + NTH - 1) / NTH;
+
+// fp8 codes -> f16 equal to value x 2^-8 (fn) or 2^-7 (fnuz), exactly:
+// each code's exponent and mantissa bits become the low exponent and top
+// mantissa bits of an f16 (subnormal codes land on f16 subnormals). Four
+// codes c0..c3 of one word come out as f16 pairs (c0, c2) and (c1, c3): two
+// shifts and masks put each code's seven low bits at 13..7 of its half and
+// its sign at bit 14, and adding bit 14 to itself moves the sign to bit 15.
+// The dimension order within each group of four is thus (0, 2, 1, 3), for q
+// and k alike, which leaves every q.k sum the same. `neg` (0 or 0x40004000)
+// flips the signs before they move (the k_scale sign fold). NaN codes are
+// patched by fp8x4_nan_fix (rare; one test per 16 codes).
+uvec2 fp8x4_to_f16_bits(uint w, uint neg) {
+    const uvec2 x = (uvec2(w << 7, w >> 1) & uvec2(0x7F807F80u)) ^ uvec2(neg);
+    return x + (x & uvec2(0x40004000u));
 }
 
-#define FragA coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define FragB coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
-#define FragC coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+// Bit 7 of each byte set where the code is NaN (fn: S.1111.111; fnuz: 0x80).
+uint fp8x4_nan(uint w, bool fnuz) {
+    const uint m = w & 0x7F7F7F7Fu;
+    return fnuz ? (w & 0x80808080u & ~(m + 0x7F7F7F7Fu)) : ((m + 0x01010101u) & 0x80808080u);
+}
 
-// The raw words and scales of one step, loaded one step ahead: key
-// x = (mt, a) = k0 + 16 mt + g + 8 a, bytes [t D/4, (t+1) D/4), at byte
-// koff[x] of the step's first key row and scale soff[x] (int32: the
-// planner checks kv_tile x the k and k_scale row strides). A step past S_kv
-// (the last) reads the last key instead (never stored).
-uvec4 rk[MT * 2 * KW];
-float rs[MT * 2];
-uint koff[MT * 2], soff[MT * 2];
+// An f16 NaN in the half of each NaN code (c0, c2 in h.x; c1, c3 in h.y).
+uvec2 fp8x4_nan_fix(uvec2 h, uint nan) {
+    [[unroll]] for (int i = 0; i < 4; ++i) {
+        if ((nan & (0x80u << (8 * i))) == 0u) continue;
+        const uint sh = 16u * uint(i >> 1);
+        h[i & 1] = (h[i & 1] & ~(0xFFFFu << sh)) | (0x7E00u << sh);
+    }
+    return h;
+}
 
-void load_step(int k0, int g, int t) {
-    const uint64_t kb = mqa_row(pc.k, k0, pc.k_row, 1u);
-    const uint64_t sb = mqa_row(pc.k_scale, k0, pc.scale_stride, 4u);
-    if (k0 + KS <= pc.S_kv) {
-        [[unroll]] for (int x = 0; x < MT * 2; ++x) {
-            [[unroll]] for (int w = 0; w < KW; ++w) rk[x * KW + w] = mqa_load16(kb + uint64_t(koff[x] + 16 * w));
-            rs[x] = RefF32(sb + uint64_t(soff[x]) * 4ul).v[0];
-        }
-    } else {
-        [[unroll]] for (int x = 0; x < MT * 2; ++x) {
-            const int key = min(16 * (x >> 1) + g + 8 * (x & 1), pc.S_kv - 1 - k0);
-            const uint64_t at = kb + uint64_t(uint(key * pc.k_row + t * (DH / 4)));
-            [[unroll]] for (int w = 0; w < KW; ++w) rk[x * KW + w] = mqa_load16(at + uint64_t(16 * w));
-            rs[x] = RefF32(sb + uint64_t(uint(key * pc.scale_stride)) * 4ul).v[0];
+// 16 codes -> their f16 values, as four f16vec4 in the order above.
+void fp8x16_to_f16(uvec4 w, bool fnuz, bool negate, out f16vec4 v[4]) {
+    const uint neg = negate ? 0x40004000u : 0u;
+    uvec2 h[4];
+    [[unroll]] for (int e = 0; e < 4; ++e) h[e] = fp8x4_to_f16_bits(w[e], neg);
+    const uvec4 nan = uvec4(fp8x4_nan(w.x, fnuz), fp8x4_nan(w.y, fnuz), fp8x4_nan(w.z, fnuz), fp8x4_nan(w.w, fnuz));
+    if ((nan.x | nan.y | nan.z | nan.w) != 0u) {
+        [[unroll]] for (int e = 0; e < 4; ++e) h[e] = fp8x4_nan_fix(h[e], nan[e]);
+    }
+    [[unroll]] for (int e = 0; e < 4; ++e) v[e] = f16vec4(unpackFloat2x16(h[e].x), unpackFloat2x16(h[e].y));
+}
+
+// Thread -> (column, 16-code chunk) of a tile, chunk fastest so neighbours
+// read neighbouring bytes of one key row. Columns past S_kv load zeros.
+// `kt`/`st` are the tile's first key row and scale (advanced by the caller
+// one tile at a time); the chunk's offset inside the tile is int32 (the
+// planner checks kv_tile x k row stride + D), so no 64-bit product is
+// formed per chunk.
+void load_tile(int t, int tid, uint64_t kt, uint64_t st, out uvec4 pf[PF], out float pfs[PF]) {
+    [[unroll]] for (int x = 0; x < PF; ++x) {
+        const int idx = tid + x * NTH, col = idx / (D / 16), dc = idx % (D / 16), j = t * BN + col;
+        pf[x] = uvec4(0u);
+        pfs[x] = 0.0;
+        if (idx < BN * (D / 16) && j < pc.S_kv) {
+            pf[x] = mqa_load16(kt + uint64_t(uint(col * pc.k_row + dc * 16)));
+            pfs[x] = RefF32(mqa_row(st, col, pc.scale_stride, 4u)).v[0];
         }
     }
 }
 
+// Decodes the prefetched chunks into the key tile (column-major for B:
+// column col's D halves at col * KROW), negated where k_scale < 0, and
+// stores |k_scale| x 2^(qshift + kshift) for the epilogue.
+void store_tile(int tid, int sb, uvec4 pf[PF], float pfs[PF]) {
+    [[unroll]] for (int x = 0; x < PF; ++x) {
+        const int idx = tid + x * NTH, col = idx / (D / 16), dc = idx % (D / 16);
+        if (idx >= BN * (D / 16)) continue;
+        const bool neg = pfs[x] < 0.0;
+        const int o = (col * KROW + dc * 16) / 4;
+        f16vec4 v[4];
+        fp8x16_to_f16(pf[x], K_FNUZ, neg, v);
+        [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = v[e];
+        // Decoded codes carry 2^-8 (fn) or 2^-7 (fnuz); products carry both.
+        const float unshift = (Q_FNUZ ? 128.0 : 256.0) * (K_FNUZ ? 128.0 : 256.0);
+        if (dc == 0) sabs[sb + col] = abs(pfs[x]) * unshift;
+    }
+}
+
+#define ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
+#define MATA coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
+#define MATB coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
+
 void main() {
     const int tid = int(gl_LocalInvocationID.x);
     const int sub = int(gl_SubgroupID), lane = int(gl_SubgroupInvocationID);
-    const int g = lane >> 2, t = lane & 3;
     const ivec2 st = mqa_slice_tiles(int(gl_WorkGroupID.y), int(gl_NumWorkGroups.y), pc.tiles);
-    const int c_lo = st.x * KS, c_hi = min(st.y * KS, pc.S_kv);
-    // The key this lane stores after the reduce-scatter (MT 1: lanes t < 2).
-    const int skey = MT == 2 ? 16 * (t & 1) + g + 8 * (t >> 1) : g + 8 * (t & 1);
-    const bool slane = MT == 2 || t < 2;
-    // Decoded codes carry 2^-8 (fn) or 2^-7 (fnuz); products carry both.
-    const float unshift = (Q_FNUZ ? 128.0 : 256.0) * (K_FNUZ ? 128.0 : 256.0);
+    const int c_lo = st.x * BN, c_hi = min(st.y * BN, pc.S_kv);
+    const int sbase = sub * RPSG * SREG; // this subgroup's scratch (vec4)
+
+    MATA qa[MH * KH];
+    ACC wm[MH];
+    ACC acc[MH * NH];
 
     for (int rb = int(gl_WorkGroupID.x); rb < pc.row_blocks; rb += int(gl_NumWorkGroups.x)) {
-        const int row0 = rb * RB;
-        barrier(); // the previous block's readers of qs, wsp and swin are done
-        for (int r = tid; r < RB; r += NTH) swin[r] = row0 + r < pc.S ? mqa_window(row0 + r) : ivec2(0);
-        for (int x = tid; x < RB * HEADS; x += NTH) {
-            const int row = row0 + x / HEADS, h = x % HEADS;
-            const float w = row < pc.S ? RefF32(mqa_row(pc.weights, row, pc.w_row, 4u)).v[h * pc.w_head] : 0.0;
-            const int c = x & 15; // column c of n-tile x / 16 = 2t' + e % 2 + 8 (e / 2)
-            wsp[(x >> 4) * 4 + ((c & 7) >> 1)][(c & 1) + 2 * (c >> 3)] = w;
-        }
-        // q: 16 codes per thread and pass, decoded into logical order.
-        for (int x = tid; x < RB * HEADS * (DH / 16); x += NTH) {
-            const int n = x / (DH / 16), c16 = x % (DH / 16);
-            const int row = row0 + n / HEADS, h = n % HEADS;
-            uvec4 w = uvec4(0u);
-            if (row < pc.S) w = mqa_load16(mqa_row(pc.q, row, pc.q_row, 1u) + uint64_t(h * pc.q_head + 16 * c16));
-            [[unroll]] for (int e = 0; e < 4; ++e) {
-                const int p = 16 * c16 + 4 * e; // physical dim of the word's first code
-                const int tt = p / (DH / 4), j = (p % (DH / 4)) >> 2;
-                uint lo, hi;
-                fp8x4_to_f16(w[e], lo, hi);
-                const int o = (n * QROW + 16 * j + 2 * tt) >> 1;
-                qs[o] = unpackFloat2x16(lo);
-                qs[o + 4] = unpackFloat2x16(hi);
+        const int row0 = rb * RPW;
+        barrier(); // the previous block's readers of swin/scratch/kbuf are done
+        for (int r = tid; r < RPW; r += NTH)
+            swin[r] = row0 + r < pc.S ? mqa_window(row0 + r) : ivec2(0);
+        // q of this subgroup's pairs -> f16 A fragments, 16 pairs x 64 dims
+        // at a time through shared memory.
+        [[unroll]] for (int mg = 0; mg < MT; ++mg) {
+            [[unroll]] for (int dc = 0; dc < D / 64; ++dc) {
+                barrier();
+                for (int idx = lane; idx < 16 * 4; idx += SG) {
+                    const int i = idx >> 2, c16 = idx & 3;
+                    const int p = sub * PAIRS + mg * 16 + i;
+                    const int row = row0 + p / HEADS, head = p % HEADS;
+                    uvec4 w = uvec4(0u);
+                    if (row < pc.S)
+                        w = mqa_load16(mqa_row(pc.q, row, pc.q_row, 1u) +
+                                       uint64_t(head * pc.q_head + dc * 64 + c16 * 16));
+                    const int o = (sub * 16 * QROW + i * QROW + c16 * 16) / 4;
+                    f16vec4 v[4];
+                    fp8x16_to_f16(w, Q_FNUZ, false, v);
+                    [[unroll]] for (int e = 0; e < 4; ++e) kbuf[o + e] = v[e];
+                }
+                barrier();
+                [[unroll]] for (int sm = 0; sm < 16 / TM; ++sm)
+                    [[unroll]] for (int kk = 0; kk < 64 / TK; ++kk)
+                        coopMatLoad(qa[(mg * (16 / TM) + sm) * KH + dc * (64 / TK) + kk], kbuf,
+                                    (sub * 16 * QROW + sm * TM * QROW + kk * TK) / 4, QROW / 4,
+                                    gl_CooperativeMatrixLayoutRowMajor);
             }
         }
-        barrier();
-        // Steps meeting the union of the rows' windows; -inf around them.
+        // Weights as accumulator-shaped matrices: W[r][c] = w[pair r], four
+        // equal columns per vec4.
+        [[unroll]] for (int mh = 0; mh < MH; ++mh) {
+            for (int x = lane; x < TM * TN / 4; x += SG) {
+                const int p = sub * PAIRS + mh * TM + x / (TN / 4);
+                const int row = row0 + p / HEADS, head = p % HEADS;
+                scratch[sbase + x] =
+                    vec4(row < pc.S ? RefF32(mqa_row(pc.weights, row, pc.w_row, 4u)).v[head * pc.w_head] : 0.0);
+            }
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            coopMatLoad(wm[mh], scratch, sbase, TN / 4, gl_CooperativeMatrixLayoutRowMajor);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+        }
+        barrier(); // swin visible
+        // Tiles meeting the union of the rows' windows.
         int ulo = pc.S_kv, uhi = 0;
-        for (int r = 0; r < RB; ++r) {
+        for (int r = 0; r < RPW; ++r) {
             if (swin[r].x < swin[r].y) {
                 ulo = min(ulo, swin[r].x);
                 uhi = max(uhi, swin[r].y);
@@ -164,102 +221,77 @@ void main() {
         }
         int tf = st.x, tl = st.x;
         if (ulo < uhi) {
-            tf = max(st.x, ulo / KS);
-            tl = max(tf, min(st.y, (uhi + KS - 1) / KS));
+            tf = max(st.x, ulo / BN);
+            tl = max(tf, min(st.y, (uhi + BN - 1) / BN));
         }
         if (pc.clean != 0) {
-            for (int r = 0; r < RB && row0 + r < pc.S; ++r) {
-                mqa_fill_neg_inf(row0 + r, c_lo, min(tf * KS, c_hi), tid, NTH);
-                mqa_fill_neg_inf(row0 + r, max(tl * KS, c_lo), c_hi, tid, NTH);
+            for (int r = 0; r < RPW && row0 + r < pc.S; ++r) {
+                mqa_fill_neg_inf(row0 + r, c_lo, min(tf * BN, c_hi), tid, NTH);
+                mqa_fill_neg_inf(row0 + r, max(tl * BN, c_lo), c_hi, tid, NTH);
             }
         }
-
-        [[unroll]] for (int x = 0; x < MT * 2; ++x) {
-            const int kr = 16 * (x >> 1) + g + 8 * (x & 1);
-            koff[x] = uint(kr * pc.k_row + t * (DH / 4));
-            soff[x] = uint(kr * pc.scale_stride);
-        }
-        int s = tf + sub;
-        if (s < tl) load_step(s * KS, g, t);
-        for (; s < tl; s += NSG) {
-            const int k0 = s * KS;
-            // 1. A fragments from the loaded words (their first read), the
-            // sign of k_scale folded into the codes.
-            FragA ka[MT * KB];
-            [[unroll]] for (int mt = 0; mt < MT; ++mt) {
-                [[unroll]] for (int a = 0; a < 2; ++a) {
-                    const uint neg = rs[mt * 2 + a] < 0.0 ? 0x80808080u : 0u;
-                    [[unroll]] for (int j = 0; j < KB; ++j) {
-                        uint lo, hi;
-                        fp8x4_to_f16(rk[(mt * 2 + a) * KW + (j >> 2)][j & 3] ^ neg, lo, hi);
-                        const f16vec2 x = unpackFloat2x16(lo), y = unpackFloat2x16(hi);
-                        ka[mt * KB + j][4 * a + 0] = x.x;
-                        ka[mt * KB + j][4 * a + 1] = x.y;
-                        ka[mt * KB + j][4 * a + 2] = y.x;
-                        ka[mt * KB + j][4 * a + 3] = y.y;
+        // Key tiles: tile t+1's codes and scales are loaded into registers
+        // while tile t is multiplied, then decoded into shared memory.
+        uvec4 pf[PF];
+        float pfs[PF];
+        // The next tile's first key row and scale, advanced per tile.
+        uint64_t kt = mqa_row(pc.k, tf * BN, pc.k_row, 1u);
+        uint64_t kst = mqa_row(pc.k_scale, tf * BN, pc.scale_stride, 4u);
+        const uint64_t kstep = uint64_t(uint(BN * pc.k_row));
+        const uint64_t sstep = uint64_t(BN) * uint64_t(pc.scale_stride) * 4ul;
+        if (tf < tl) load_tile(tf, tid, kt, kst, pf, pfs);
+        for (int t = tf; t < tl; ++t) {
+            const int sb = (t & 1) * BN; // this tile's half of sabs
+            store_tile(tid, sb, pf, pfs);
+            barrier(); // the tile is in shared memory
+            kt += kstep;
+            kst += sstep;
+            if (t + 1 < tl) load_tile(t + 1, tid, kt, kst, pf, pfs);
+            [[unroll]] for (int x = 0; x < MH * NH; ++x) acc[x] = ACC(0.0);
+            [[unroll]] for (int kh = 0; kh < KH; ++kh) {
+                MATB kb[NH];
+                [[unroll]] for (int nh = 0; nh < NH; ++nh)
+                    coopMatLoad(kb[nh], kbuf, (nh * TN * KROW + kh * TK) / 4, KROW / 4,
+                                gl_CooperativeMatrixLayoutColumnMajor);
+                [[unroll]] for (int mh = 0; mh < MH; ++mh)
+                    [[unroll]] for (int nh = 0; nh < NH; ++nh)
+                        acc[mh * NH + nh] = coopMatMulAdd(qa[mh * KH + kh], kb[nh], acc[mh * NH + nh]);
+            }
+            // w * max(0, acc), summed over the m-tiles of each row held.
+            [[unroll]] for (int rr = 0; rr < RPSG; ++rr) {
+                [[unroll]] for (int nh = 0; nh < NH; ++nh) {
+                    ACC part = ACC(0.0);
+                    [[unroll]] for (int m = 0; m < MH_ROW; ++m) {
+                        const int mh = rr * MH_ROW + m;
+                        ACC a = acc[mh * NH + nh];
+                        [[unroll]] for (int e = 0; e < a.length(); ++e) part[e] += wm[mh][e] * max(a[e], 0.0);
                     }
+                    coopMatStore(part, scratch, sbase + rr * SREG + nh * TN * CS / 4, CS / 4,
+                                 gl_CooperativeMatrixLayoutColumnMajor);
                 }
             }
-            // |k_scale| of the key this lane stores, with the decode's powers.
-#if HEAD_DIM <= 128
-            const float ssc = abs(rs[2 * (t & 1) + (t >> 1)]) * unshift;
-#else
-            const float ssc = abs(rs[t & 1]) * unshift;
-#endif
-            // 3. per row: products, ReLU x weight, the head sum, the store.
-            // Kept a loop: unrolled, nvcc re-derives the fragments per row
-            // instead of holding them (the twin's SASS), twice the decode.
-            [[dont_unroll]] for (int r = 0; r < RB; ++r) {
-                // 2. the next step's loads, in flight while this one
-                // computes; issued inside the row loop so the compiler
-                // cannot hoist them above the decode (nvcc then keeps both
-                // steps' words and copies them at the step's end: the
-                // twin's SASS)
-                if (r == 0 && s + NSG < tl) load_step((s + NSG) * KS, g, t);
-                const int row = row0 + r;
-                if (row >= pc.S) break;
-                const ivec2 win = swin[r];
-                float val = 0.0;
-                if (max(win.x, k0) < min(win.y, k0 + KS)) {
-                    float part[MT * 2];
-                    [[unroll]] for (int x = 0; x < MT * 2; ++x) part[x] = 0.0;
-                    [[unroll]] for (int u = 0; u < HT; ++u) {
-                        const int nt = r * HT + u;
-                        FragC acc[MT];
-                        [[unroll]] for (int mt = 0; mt < MT; ++mt) acc[mt] = FragC(0.0);
-                        [[unroll]] for (int j = 0; j < KB; ++j) {
-                            FragB b;
-                            coopMatLoad(b, qs, (nt * 16 * QROW + 16 * j) >> 1, QROW >> 1,
-                                        gl_CooperativeMatrixLayoutColumnMajor);
-                            [[unroll]] for (int mt = 0; mt < MT; ++mt)
-                                acc[mt] = coopMatMulAdd(ka[mt * KB + j], b, acc[mt]);
-                        }
-                        const vec4 wv = wsp[nt * 4 + t];
-                        [[unroll]] for (int mt = 0; mt < MT; ++mt)
-                            [[unroll]] for (int i = 0; i < 8; ++i)
-                                part[mt * 2 + (i >> 2)] += wv[i & 3] * max(acc[mt][i], 0.0);
-                    }
-                    // Reduce-scatter over the key's four lanes (t): lane t
-                    // ends with part[2 (t & 1) + (t >> 1)] (MT 1: part[t & 1]).
-                    const bool odd = (t & 1) != 0;
-#if HEAD_DIM <= 128
-                    float k0v = odd ? part[2] : part[0], k1v = odd ? part[3] : part[1];
-                    k0v += subgroupShuffleXor(odd ? part[0] : part[2], 1u);
-                    k1v += subgroupShuffleXor(odd ? part[1] : part[3], 1u);
-                    const bool hi2 = (t & 2) != 0;
-                    val = (hi2 ? k1v : k0v) + subgroupShuffleXor(hi2 ? k0v : k1v, 2u);
-#else
-                    val = (odd ? part[1] : part[0]) + subgroupShuffleXor(odd ? part[0] : part[1], 1u);
-                    val += subgroupShuffleXor(val, 2u);
-#endif
+            barrier();
+            // One thread per (row, column): add the TM partial rows of every
+            // subgroup holding the row, scale by |k_scale|, apply the window.
+            for (int x = tid; x < RPW * BN; x += NTH) {
+                const int r = x / BN, col = x % BN, j = t * BN + col;
+                if (row0 + r >= pc.S || j >= c_hi) continue;
+                const ivec2 w = swin[r];
+                float v;
+                if (j >= w.x && j < w.y) {
+                    // Row r lives in subgroups s0 .. s0+SPR-1 as their row rr.
+                    const int s0 = (r / RPSG) * SPR, rr = r % RPSG;
+                    vec4 s4 = vec4(0.0);
+                    [[unroll]] for (int s = 0; s < SPR; ++s)
+                        [[unroll]] for (int i = 0; i < TM / 4; ++i)
+                            s4 += scratch[((s0 + s) * RPSG + rr) * SREG + col * (CS / 4) + i];
+                    v = sabs[sb + col] * ((s4.x + s4.y) + (s4.z + s4.w));
+                } else if (pc.clean != 0) {
+                    v = uintBitsToFloat(0xFF800000u);
+                } else {
+                    continue;
                 }
-                const int j = k0 + skey;
-                if (slane && j < c_hi) {
-                    const bool seen = j >= win.x && j < win.y;
-                    if (seen || pc.clean != 0)
-                        RefF32(mqa_row(pc.logits, row, pc.l_row, 4u)).v[j] =
-                            seen ? val * ssc : uintBitsToFloat(0xFF800000u);
-                }
+                RefF32(mqa_row(pc.logits, row0 + r, pc.l_row, 4u)).v[j] = v;
             }
         }
     }

@@ -150,10 +150,6 @@ foreach(sim ${_hip_sims})
   # H200's: mma.sync, emulated from the PTX layout), so the twin's logic,
   # bounds and fragment mapping are checked before any H200 run
   # (backend_hip/kernels/decode_regs.hip, QATTN_HOSTSIM_REGS_TWIN)
-  # ... and the coopmat MQA kernel's NVIDIA-twin path (kernels/mqa_logits.hip,
-  # QATTN_HOSTSIM_MQA_TWIN: mma.sync and ldmatrix emulated from the PTX
-  # layouts), coopmat forced: the design the Vulkan shader shares, run on
-  # the CPU (lavapipe lists no cooperative-matrix shape)
   if(sim STREQUAL "gfx12")
     # The paged MQA matrix kernels: their shared-memory path (plans made as
     # for a device whose fragment layout is unknown), and the NVIDIA twin's
@@ -169,10 +165,6 @@ foreach(sim ${_hip_sims})
                          SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS "hip;hostsim;parity")
     set_tests_properties(hip_hostsim_${sim}_parity_paged_mqa_twin hip_hostsim_${sim}_parity_paged_mqa_twin_shared
                          PROPERTIES ENVIRONMENT QATTN_HOSTSIM_PAGED_TWIN=1)
-    add_test(NAME hip_hostsim_${sim}_parity_mqa_logits_twin
-             COMMAND ${exe} --backend hip --op mqa_logits --variant coopmat)
-    set_tests_properties(hip_hostsim_${sim}_parity_mqa_logits_twin PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
-                         ENVIRONMENT QATTN_HOSTSIM_MQA_TWIN=1 LABELS "hip;hostsim;parity")
     add_test(NAME hip_hostsim_${sim}_parity_decode_regs_twin
              COMMAND ${exe} --backend hip --op decode --variant regs)
     set_tests_properties(hip_hostsim_${sim}_parity_decode_regs_twin PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900

@@ -7,7 +7,7 @@
  *
  *   qattn_mqa_tune [--quick] [--sweep] [--geometry MT,NT,RPW]... [--device SEL] [--runs N]
  *
- * --sweep also times geometry alternatives (rows per workgroup, slices,
+ * --sweep also times geometry alternatives (m-tiles, tile width, slices,
  * pinned through the planner so shared memory is always sized by it)
  * and the staged SIMT path on the first preset, the target shape.
  * --geometry (up to four) times each preset also with that coopmat geometry
@@ -172,10 +172,10 @@ static void time_plan(qattn_context *dev, qattn_context *cpu, const preset *p, b
     fflush(stdout);
 }
 
-/* The planner's coopmat plan with the geometry pins MT (16-key m-tiles per
- * step), NT (16-pair n-tiles) and RPW (rows per workgroup) (the
- * experimental geometry pins, so the planner refuses what the kernel does
- * not take) and G slices (0 = planner's). */
+/* The planner's coopmat plan with MT m-groups per subgroup and NT n-groups
+ * per tile pinned (the experimental geometry pins, so the planner sizes
+ * shared memory and refuses what does not fit) and G slices (0 =
+ * planner's). */
 static int pinned_plan(qattn_context *dev, const qattn_mqa_logits_args *a, int mt, int nt, int rpw, int g,
                        qattn_mqa_logits_plan *out) {
     const qattn_mqa_logits_geometry geo = {mt, nt, rpw};
@@ -272,18 +272,17 @@ int main(int argc, char **argv) {
             time_plan(dev, cpu, &p, &b, &q, label, runs, pairs);
         }
         if (sweep && (pi == 0 || pi == 2) && plan.variant == QATTN_MQA_COOPMAT) {
-            /* {rows per workgroup (0 = planner's), slices (0 = planner's;
-             * -k = k x planner's)} on the target and on the H 32 preset: the
-             * KV split, and fewer rows sharing each converted key fragment. */
-            static const int cfg[][2] = {{0, -2}, {0, -3}, {0, -4}, {1, 0}, {1, -2}, {2, 0}};
+            /* {m-tiles, n-tiles, slices (0 = planner's; -k = k x planner's)}
+             * on the target and on the H 32 preset: the KV split and the
+             * tile width around the planner's choice. */
+            static const int cfg[][3] = {{4, 1, 0}, {4, 1, -2}, {4, 1, -3}, {4, 1, -4},
+                                         {4, 2, 0}, {4, 2, -2}, {2, 1, 0}};
             for (size_t x = 0; x < sizeof cfg / sizeof cfg[0]; ++x) {
                 qattn_mqa_logits_plan q;
                 char label[64];
-                const int g = cfg[x][1] < 0 ? -cfg[x][1] * plan.kv_slices : cfg[x][1];
-                if (cfg[x][0] == plan.rows_per_workgroup && !g) continue; /* the planner's plan */
-                if (!pinned_plan(dev, &a, 0, 0, cfg[x][0], g, &q)) continue;
-                snprintf(label, sizeof label, "rpw%d%s", cfg[x][0] ? cfg[x][0] : plan.rows_per_workgroup,
-                         g ? " slices" : "");
+                const int g = cfg[x][2] < 0 ? -cfg[x][2] * plan.kv_slices : cfg[x][2];
+                if (!pinned_plan(dev, &a, cfg[x][0], cfg[x][1], 0, g, &q)) continue;
+                snprintf(label, sizeof label, "mt%d nt%d%s", cfg[x][0], cfg[x][1], g ? " slices" : "");
                 time_plan(dev, cpu, &p, &b, &q, label, runs, pairs);
             }
         }

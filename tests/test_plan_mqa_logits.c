@@ -106,9 +106,8 @@ static void check_contract(const qattn_device_caps *c, const qattn_mqa_logits_ar
     EXPECT(p->workspace_bytes == 0, "%llu", (unsigned long long)p->workspace_bytes);
     EXPECT(p->rows_per_workgroup >= 1 && p->rows_per_subgroup >= 1, "rows %d/%d",
            (int)p->rows_per_workgroup, (int)p->rows_per_subgroup);
-    if (p->variant != QATTN_MQA_COOPMAT)
-        EXPECT(p->rows_per_subgroup == 1 || p->rows_per_subgroup == 2 || p->rows_per_subgroup == 4,
-               "%d", (int)p->rows_per_subgroup);
+    EXPECT(p->rows_per_subgroup == 1 || p->rows_per_subgroup == 2 || p->rows_per_subgroup == 4,
+           "%d", (int)p->rows_per_subgroup);
     const int64_t blocks = cdiv(S, p->rows_per_workgroup);
     EXPECT(blocks * p->rows_per_workgroup - S < p->rows_per_workgroup, "padding");
     EXPECT(blocks * p->rows_per_workgroup <= INT32_MAX, "row blocks x rows");
@@ -150,38 +149,33 @@ static void check_contract(const qattn_device_caps *c, const qattn_mqa_logits_ar
                (int64_t)p->subgroup_size * p->subgroups_per_workgroup <= c->max_workgroup_size,
            "%d x %d threads", (int)p->subgroup_size, (int)p->subgroups_per_workgroup);
     if (p->variant == QATTN_MQA_COOPMAT) {
-        /* Subgroups of 32 (the fragment layout), head dims with a kernel,
-         * 16 m_tiles keys per subgroup step, every subgroup computing all
-         * the workgroup's rows, whose heads fit the staged pairs. One row
-         * per workgroup is a geometry like any other. */
-        EXPECT(p->subgroup_size == 32 && p->subgroup_size >= (int32_t)c->subgroup_size_min &&
+        EXPECT(p->subgroup_size >= (int32_t)c->subgroup_size_min &&
                    p->subgroup_size <= (int32_t)c->subgroup_size_max,
                "coopmat subgroup %d", (int)p->subgroup_size);
-        EXPECT(D == 64 || D == 128 || D == 256, "head dim");
-        const int64_t mt = D <= 128 ? 2 : 1, np = D == 64 ? 288 : D == 128 ? 160 : 80;
-        EXPECT(p->m_tiles == mt && p->kv_tile == 16 * mt, "m_tiles %d, kv_tile %d", (int)p->m_tiles,
-               (int)p->kv_tile);
-        EXPECT(p->rows_per_subgroup == p->rows_per_workgroup, "rows %d/%d", (int)p->rows_per_subgroup,
-               (int)p->rows_per_workgroup);
-        EXPECT(H % 16 == 0 && p->rows_per_workgroup * H <= np, "%d rows of %lld heads",
-               (int)p->rows_per_workgroup, (long long)H);
-        EXPECT((int64_t)p->n_tiles * 16 == p->rows_per_workgroup * H, "n_tiles %d", (int)p->n_tiles);
-        EXPECT(p->subgroups_per_row == p->subgroups_per_workgroup, "subgroups_per_row %d",
-               (int)p->subgroups_per_row);
-        EXPECT(p->shared_bytes == np * (D + 8) * 2 + np * 4 + np / 16 * 8, "shared %u",
-               (unsigned)p->shared_bytes);
-        /* The backend runs the plan's matrix shape: f16 16x16x16 -> f32,
-         * one the device lists. */
+        /* A subgroup holds whole m-tiles of one row or whole rows. */
+        int64_t pairs = H * p->rows_per_workgroup / p->subgroups_per_workgroup;
+        EXPECT(pairs % 16 == 0 && pairs >= 16 && pairs <= 64, "%lld (row, head) pairs per subgroup",
+               (long long)pairs);
+        EXPECT(H * p->rows_per_workgroup % p->subgroups_per_workgroup == 0, "uneven pairs");
+        /* The backend runs the plan's matrix shape: one the device lists. */
         int listed = 0;
         for (int32_t i = 0; i < c->n_matrix_shapes; ++i) {
             const qattn_matrix_shape *m = &c->matrix_shapes[i], *w = &p->matrix_shape;
             listed |= m->m == w->m && m->n == w->n && m->k == w->k && m->a_type == w->a_type &&
                       m->c_type == w->c_type;
         }
-        EXPECT(listed && p->matrix_shape.m == 16 && p->matrix_shape.n == 16 && p->matrix_shape.k == 16 &&
-                   p->matrix_shape.a_type == QATTN_F16 && p->matrix_shape.c_type == QATTN_F32,
-               "matrix shape %ux%ux%u", (unsigned)p->matrix_shape.m, (unsigned)p->matrix_shape.n,
-               (unsigned)p->matrix_shape.k);
+        EXPECT(listed, "matrix shape %ux%ux%u not listed", (unsigned)p->matrix_shape.m,
+               (unsigned)p->matrix_shape.n, (unsigned)p->matrix_shape.k);
+        /* Never one row spread over a whole workgroup (see the planner). */
+        EXPECT(p->rows_per_workgroup >= 2, "%d rows per workgroup", (int)p->rows_per_workgroup);
+        /* The geometry fields the backends launch: consistent with the
+         * pairs each subgroup holds. */
+        const int64_t units = H / 16;
+        EXPECT(p->m_tiles * 16 == pairs, "m_tiles %d for %lld pairs", (int)p->m_tiles, (long long)pairs);
+        EXPECT(p->subgroups_per_row == (units > p->m_tiles ? units / p->m_tiles : 1), "subgroups_per_row %d",
+               (int)p->subgroups_per_row);
+        EXPECT(p->kv_tile == 16 * p->n_tiles && p->n_tiles >= 1 && p->n_tiles <= 4, "n_tiles %d",
+               (int)p->n_tiles);
     } else {
         EXPECT(p->m_tiles == 0 && p->n_tiles == 0 && p->subgroups_per_row == 0, "coopmat fields on %s",
                qattn_mqa_variant_name(p->variant));
@@ -250,10 +244,8 @@ static void test_launcher_contract(void **state) {
                                          (long long)s.H, (long long)s.D, v, (int)pins[pi],
                                          qattn_status_name(st), err);
                             if (v != QATTN_MQA_AUTO) assert_int_equal(p.variant, v);
-                            if (pins[pi]) /* coopmat: the workgroup's rows */
-                                assert_int_equal(p.variant == QATTN_MQA_COOPMAT ? p.rows_per_workgroup
-                                                                                : p.rows_per_subgroup,
-                                                 pins[pi]);
+                            if (pins[pi] && p.variant != QATTN_MQA_COOPMAT)
+                                assert_int_equal(p.rows_per_subgroup, pins[pi]);
                             check_contract(&devs[di], &a, &p);
                             ++checked;
                         }
@@ -321,79 +313,71 @@ static void test_lavapipe_decisions(void **state) {
 static void test_h200_decisions(void **state) {
     (void)state;
     const qattn_device_caps c = caps_h200();
-    /* The target preset: coopmat, two rows of 64 heads per workgroup (of
-     * the 160 pairs whose q fills 43 KiB at D 128), 32 keys per subgroup step, the
-     * KV range split so 132 SMs see many waves. */
+    /* The target preset: coopmat, four m-tiles of q per subgroup at D = 128
+     * (128 registers of q: one whole row of 64 heads per subgroup), 16-column
+     * tiles (32 accumulator registers), and the KV range split so 132 SMs
+     * see many waves. */
     qattn_mqa_logits_plan p = auto_plan(&c, (mqa_shape){2048, 65536, 64, 128});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
     assert_string_equal(p.reason, "");
     assert_int_equal(p.subgroup_size, 32);
     assert_int_equal(p.subgroups_per_workgroup, 4);
-    assert_int_equal(p.rows_per_workgroup, 2);
-    assert_int_equal(p.rows_per_subgroup, 2);
-    assert_int_equal(p.m_tiles, 2);
-    assert_int_equal(p.n_tiles, 8);
-    assert_int_equal(p.kv_tile, 32);
+    assert_int_equal(p.rows_per_workgroup, 4);
+    assert_int_equal(p.rows_per_subgroup, 1);
+    assert_int_equal(p.kv_tile, 16);
     assert_int_equal(p.matrix_shape.m, 16);
     assert_int_equal(p.matrix_shape.n, 16);
     assert_int_equal(p.matrix_shape.k, 16);
     assert_true(p.kv_slices > 1);
     assert_true((int64_t)p.grid_x * p.grid_y >= 16 * 132);
-    assert_int_equal(p.shared_bytes, 160 * 136 * 2 + 160 * 4 + 10 * 8);
-    /* H = 32: five rows; H = 16: ten; D = 64 holds 288 pairs. */
-    assert_int_equal(auto_plan(&c, (mqa_shape){1024, 131072, 32, 128}).rows_per_workgroup, 5);
-    assert_int_equal(auto_plan(&c, (mqa_shape){1024, 131072, 64, 64}).rows_per_workgroup, 4);
+    assert_true(p.shared_bytes <= 49152);
+    /* H = 16: one m-tile per row, so a subgroup keeps four rows. */
     p = auto_plan(&c, (mqa_shape){4096, 32768, 16, 128});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(p.rows_per_subgroup, 10);
-    /* H = 128 and D = 256 with H = 64: one row per workgroup, planned like
-     * any other geometry. D = 256 takes 16-key steps. */
-    p = auto_plan(&c, (mqa_shape){1024, 4096, 128, 128});
+    assert_int_equal(p.rows_per_subgroup, 4);
+    /* D = 512: one m-tile of q per subgroup; H = 32 spreads a row over two
+     * subgroups and a 32-column tile keeps the 520-half key rows in 48 KiB.
+     * H = 64 spreads a row over four subgroups: eight subgroups for two rows,
+     * whose partials leave room for a 16-column tile. */
+    p = auto_plan(&c, (mqa_shape){1024, 4096, 32, 512});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(p.rows_per_workgroup, 1);
-    assert_int_equal(p.n_tiles, 8);
-    p = auto_plan(&c, (mqa_shape){1024, 4096, 64, 256});
+    assert_int_equal(p.rows_per_workgroup, 2);
+    assert_int_equal(p.kv_tile, 32);
+    assert_true(p.shared_bytes <= 49152);
+    p = auto_plan(&c, (mqa_shape){1024, 4096, 64, 512});
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(p.rows_per_workgroup, 1);
-    assert_int_equal(p.m_tiles, 1);
+    assert_int_equal(p.subgroups_per_workgroup, 8);
+    assert_int_equal(p.rows_per_workgroup, 2);
     assert_int_equal(p.kv_tile, 16);
     assert_true(p.shared_bytes <= 49152);
-    /* One row of the input: one row per workgroup. */
-    p = auto_plan(&c, (mqa_shape){1, 20007, 64, 128});
-    assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(p.rows_per_workgroup, 1);
-    /* D = 256 with 128 heads: one row's q would not fit; staged. D = 512:
-     * no coopmat kernel, and the staged tile needs 65792 B: direct. */
+    /* D = 256: two m-tiles (the same 128 registers of q as D = 128). */
     p = auto_plan(&c, (mqa_shape){1024, 4096, 128, 256});
-    assert_int_equal(p.variant, QATTN_MQA_STAGED);
-    assert_non_null(strstr(p.reason, "at most 80 at D = 256"));
-    p = auto_plan(&c, (mqa_shape){1024, 4096, 32, 512});
-    assert_int_equal(p.variant, QATTN_MQA_DIRECT);
-    assert_non_null(strstr(p.reason, "coopmat: head dim 512"));
-    assert_non_null(strstr(p.reason, "staged: needs 65792 B"));
+    assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
+    assert_int_equal(p.rows_per_workgroup, 2);
+    assert_true(p.shared_bytes <= 49152);
     /* H = 20 cannot tile by 16 heads: staged, with the reason. */
     p = auto_plan(&c, (mqa_shape){1024, 4096, 20, 128});
     assert_int_equal(p.variant, QATTN_MQA_STAGED);
-    assert_non_null(strstr(p.reason, "H = 20 must be a multiple of 16"));
-    /* Short rows skip staged, not coopmat: without coopmat they keep direct. */
-    p = auto_plan(&c, (mqa_shape){7, 20007, 64, 128});
-    assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_true(p.kv_slices > 1); /* 20007 >= 16k columns are split */
-    p = auto_plan(&c, (mqa_shape){7, 20007, 20, 128});
+    assert_non_null(strstr(p.reason, "H = 20 is not a multiple of 16"));
+    /* ... and D = 512 with H = 20: staged needs 65792 B > 48 KiB -> direct. */
+    p = auto_plan(&c, (mqa_shape){1024, 4096, 20, 512});
     assert_int_equal(p.variant, QATTN_MQA_DIRECT);
-    assert_non_null(strstr(p.reason, "7 rows < 16"));
-    /* coopmat pinned with rows_per_subgroup (the workgroup's rows): up to
-     * what the pairs hold. */
+    assert_non_null(strstr(p.reason, "staged: needs 65792 B"));
+    /* Short rows keep direct even with a matrix unit. */
+    p = auto_plan(&c, (mqa_shape){7, 20007, 64, 128});
+    assert_int_equal(p.variant, QATTN_MQA_DIRECT);
+    assert_true(p.kv_slices > 1); /* 20007 >= 16k columns are split */
+    /* coopmat pinned with rows_per_subgroup 2 at H = 64 is impossible. */
     char err[256] = "";
-    assert_int_equal(plan_for(&c, (mqa_shape){64, 64, 64, 128}, QATTN_MQA_COOPMAT, 4, 0, &p, err,
+    assert_int_equal(plan_for(&c, (mqa_shape){64, 64, 64, 128}, QATTN_MQA_COOPMAT, 2, 0, &p, err,
                               sizeof err),
                      QATTN_ERR_VARIANT_GATE);
-    assert_non_null(strstr(err, "4 rows per workgroup; 1 .. 2 rows of 64 heads"));
-    assert_int_equal(plan_for(&c, (mqa_shape){64, 64, 32, 128}, QATTN_MQA_COOPMAT, 1, 0, &p, err,
+    assert_non_null(strstr(err, "rows_per_subgroup 2 of H = 64 needs 8 m-tiles"));
+    /* ... but fine at H = 32 (two rows of two m-tiles each). */
+    assert_int_equal(plan_for(&c, (mqa_shape){64, 64, 32, 128}, QATTN_MQA_COOPMAT, 2, 0, &p, err,
                               sizeof err),
                      QATTN_OK);
-    assert_int_equal(p.rows_per_workgroup, 1);
-    assert_int_equal(p.n_tiles, 2);
+    assert_int_equal(p.rows_per_subgroup, 2);
 }
 
 static void test_rdna4_decisions(void **state) {
@@ -417,22 +401,21 @@ static void test_rdna4_decisions(void **state) {
 static void test_gfx942_decisions(void **state) {
     (void)state;
     const qattn_device_caps c = caps_gfx942();
-    /* Wave 64 only: the coopmat kernels' fragments need 32 lanes, so the
-     * staged kernel, naming the fp8 16x16x32 MFMA shape the device lists
-     * (the HIP backend launches the MFMA kernel because the plan says so). */
+    /* Wave 64: the same register budget holds twice the q pairs per lane. */
     qattn_mqa_logits_plan p = auto_plan(&c, (mqa_shape){2048, 65536, 64, 128});
-    assert_int_equal(p.variant, QATTN_MQA_STAGED);
-    assert_non_null(strstr(p.reason, "coopmat: subgroups of 32 lanes needed"));
+    assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
     assert_int_equal(p.subgroup_size, 64);
-    assert_int_equal(p.matrix_shape.k, 32);
-    assert_int_equal(p.matrix_shape.a_type, QATTN_FP8_E4M3FNUZ);
+    assert_int_equal(p.rows_per_workgroup, 4); /* one row of 64 heads per subgroup */
     assert_true(p.shared_bytes <= 65536);
     p = auto_plan(&c, (mqa_shape){2048, 65536, 20, 512});
     assert_int_equal(p.variant, QATTN_MQA_DIRECT);
     assert_int_equal(p.matrix_shape.m, 0);
+    /* Staged names the fp8 16x16x32 MFMA shape the device lists, so the
+     * HIP backend launches the MFMA kernel because the plan says so. */
     p = auto_plan(&c, (mqa_shape){2048, 65536, 20, 128});
     assert_int_equal(p.variant, QATTN_MQA_STAGED);
     assert_int_equal(p.matrix_shape.k, 32);
+    assert_int_equal(p.matrix_shape.a_type, QATTN_FP8_E4M3FNUZ);
 }
 
 /* The load width comes from offsets and strides at plan time. */
@@ -565,47 +548,54 @@ static void test_geometry_pins(void **state) {
     qattn_mqa_logits_plan p, q;
     assert_int_equal(qattn_mqa_logits_plan_create(ctx, &a, NULL, &p), QATTN_OK);
     assert_int_equal(p.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(p.m_tiles, 2);
-    assert_int_equal(p.rows_per_workgroup, 2);
+    assert_int_equal(p.m_tiles, 4);
     /* No pin = the planner's plan, byte for byte. */
     qattn_mqa_logits_geometry g = {0, 0, 0};
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
     assert_memory_equal(&p, &q, sizeof p);
-    /* One row per workgroup: a coopmat plan (it was refused while the old
-     * kernel's one-row geometries gave wrong results on the H200). */
+    /* One m-tile per subgroup: a row over four subgroups, two rows by the
+     * planner's rule; one row is refused (wrong results on the H200). */
+    g.m_tiles = 1;
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
+    assert_int_equal(q.m_tiles, 1);
+    assert_int_equal(q.subgroups_per_row, 4);
+    assert_int_equal(q.rows_per_workgroup, 2);
+    assert_int_equal(q.subgroups_per_workgroup, 8);
     g.rows_per_workgroup = 1;
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
-    assert_int_equal(q.variant, QATTN_MQA_COOPMAT);
-    assert_int_equal(q.rows_per_workgroup, 1);
-    assert_int_equal(q.n_tiles, 4);
-    assert_int_equal(q.row_blocks, 64);
+    assert_int_not_equal(q.variant, QATTN_MQA_COOPMAT); /* AUTO steps down */
+    assert_non_null(strstr(q.reason, "rows_per_workgroup 1"));
     {
         qattn_mqa_logits_options pin = QATTN_MQA_LOGITS_OPTIONS_INIT;
         pin.variant = QATTN_MQA_COOPMAT;
-        assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &pin, &g, &q), QATTN_OK);
-        assert_int_equal(q.rows_per_workgroup, 1);
+        assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &pin, &g, &q),
+                         QATTN_ERR_VARIANT_GATE);
+        assert_non_null(strstr(qattn_last_error(ctx), "rows_per_workgroup 1"));
     }
-    /* Consistent m_tiles / n_tiles pins are the planner's plan. */
-    g = (qattn_mqa_logits_geometry){2, 8, 0};
+    g.rows_per_workgroup = 0;
+    g.n_tiles = 2;
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
-    assert_memory_equal(&p, &q, sizeof p);
-    /* With coopmat pinned, pins the kernel cannot take are gate failures
-     * naming the pin. */
+    assert_int_equal(q.kv_tile, 32);
+    assert_int_equal(q.n_tiles, 2);
+    /* With coopmat pinned, pins the device or the layout cannot hold are
+     * gate failures naming the pin. */
     qattn_mqa_logits_options cm = QATTN_MQA_LOGITS_OPTIONS_INIT;
     cm.variant = QATTN_MQA_COOPMAT;
-    g = (qattn_mqa_logits_geometry){1, 0, 0};
+    g = (qattn_mqa_logits_geometry){3, 0, 0};
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &cm, &g, &q), QATTN_ERR_VARIANT_GATE);
-    assert_non_null(strstr(qattn_last_error(ctx), "m_tiles 1"));
+    assert_non_null(strstr(qattn_last_error(ctx), "m_tiles 3"));
     g = (qattn_mqa_logits_geometry){0, 5, 0};
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &cm, &g, &q), QATTN_ERR_VARIANT_GATE);
     assert_non_null(strstr(qattn_last_error(ctx), "n_tiles 5"));
-    g = (qattn_mqa_logits_geometry){0, 0, 3};
+    g = (qattn_mqa_logits_geometry){1, 4, 16}; /* 64 subgroups: past 1024 threads */
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &cm, &g, &q), QATTN_ERR_VARIANT_GATE);
-    assert_non_null(strstr(qattn_last_error(ctx), "3 rows per workgroup"));
+    g = (qattn_mqa_logits_geometry){1, 4, 8}; /* 32 subgroups x 64-column partials: past 48 KiB */
+    assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, &cm, &g, &q), QATTN_ERR_VARIANT_GATE);
+    assert_non_null(strstr(qattn_last_error(ctx), "shared memory"));
     /* Under AUTO such a pin steps down like any failed gate, saying why. */
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, &g, &q), QATTN_OK);
     assert_int_equal(q.variant, QATTN_MQA_STAGED);
-    assert_non_null(strstr(q.reason, "3 rows per workgroup"));
+    assert_non_null(strstr(q.reason, "shared memory"));
     assert_int_equal(qattn_experimental_mqa_logits_plan_create(ctx, &a, NULL, NULL, &q),
                      QATTN_ERR_INVALID_ARGUMENT);
     /* The product planner reads no geometry from the environment. */

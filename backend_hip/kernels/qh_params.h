@@ -113,9 +113,8 @@ typedef struct qh_kv_store_params {
 
 /* ---- FP8 MQA logits ---- */
 enum {
-    QH_MQA_CLEAN = 1,     /* write -inf outside each row's window */
-    QH_MQA_ALIGNED4 = 2,  /* q and k rows start on 4-byte boundaries */
-    QH_MQA_ALIGNED16 = 4  /* ... and on 16-byte boundaries (the coopmat kernels' loads) */
+    QH_MQA_CLEAN = 1,    /* write -inf outside each row's window */
+    QH_MQA_ALIGNED4 = 2  /* q and k rows start on 4-byte boundaries */
 };
 
 /* Columns per KV tile of the staged kernels (one LDS tile). */
@@ -140,12 +139,9 @@ typedef struct qh_mqa_params {
     int32_t kv_per_slice; /* columns per grid.y slice */
     int32_t S, Skv, H, D;
     int32_t q_fmt, k_fmt; /* QH_FN or QH_FNUZ (qh_fp8.h) */
-    int32_t rows_per_wave; /* 1, 2 or 4; coopmat: the workgroup's rows (1..8) */
+    int32_t rows_per_wave; /* 1, 2 or 4 */
     int32_t waves;         /* waves per workgroup */
     int32_t flags;         /* QH_MQA_* */
-    /* coopmat: the row blocks grid_x strides over, the kv_tile steps the
-     * grid_y slices deal out, and the grid (kernels never read gridDim) */
-    int32_t row_blocks, kv_tiles, grid_x, grid_y;
     int32_t pad_;
 } qh_mqa_params;
 

@@ -11,20 +11,13 @@
  *   variant direct  -> the direct-load kernel: the plan's subgroups (1..8
  *                      waves) share the workgroup's rows_per_workgroup
  *                      rows and stride over their columns.
- *   variant coopmat -> qattn_mqa_coopmat_d<head dim> (64/128/256), the
- *                      twin of shaders/mqa_logits_coopmat.comp: 4 waves of
- *                      32, rows_per_workgroup rows, steps of kv_tile keys;
- *                      grid_x strides over row_blocks and the grid_y
- *                      slices deal kv_tiles as the shader does (built for
- *                      the NVIDIA twin and gfx12).
  *   grid_x, grid_y, kv_per_slice -> the launch grid and the columns of
  *                      each grid.y slice, as planned; subgroup_size x
  *                      subgroups_per_workgroup -> the block's threads;
  *                      load_bytes >= 4 -> word loads of q and k.
  * qh_mqa_supported() refuses (so the planner steps down, or a pinned
  * variant fails its gate) every plan these kernels cannot run as written:
- * a coopmat plan other than the kernels' geometry (or on a target without
- * them: gfx942), a staged plan other than 4 waves x
+ * coopmat (no such kernel here), a staged plan other than 4 waves x
  * 64-column tiles or with head dim > 256, a matrix shape whose kernel this
  * target lacks, a subgroup other than the device's wave, rows per subgroup
  * other than 1, 2 or 4, a grid that does not cover the rows, or slices that
@@ -43,15 +36,6 @@ static int plan_kernel(const qattn_mqa_logits_plan *plan) {
     const int mfma = m->m == 16 && m->n == 16 && m->k == 32 && m->a_type == QATTN_FP8_E4M3FNUZ &&
                      m->c_type == QATTN_F32;
     if (plan->variant == QATTN_MQA_DIRECT) return m->m == 0 ? QH_K_qattn_mqa_direct : -1;
-    if (plan->variant == QATTN_MQA_COOPMAT) {
-        if (m->m != 16 || m->n != 16 || m->k != 16 || m->a_type != QATTN_F16 || m->c_type != QATTN_F32) return -1;
-        switch (plan->head_dim) {
-        case 64: return QH_K_qattn_mqa_coopmat_d64;
-        case 128: return QH_K_qattn_mqa_coopmat_d128;
-        case 256: return QH_K_qattn_mqa_coopmat_d256;
-        default: return -1;
-        }
-    }
     if (plan->variant != QATTN_MQA_STAGED) return -1;
     if (m->m == 0) return QH_K_qattn_mqa_staged_fma;
     if (!mfma) return -1;
@@ -63,36 +47,16 @@ static int plan_kernel(const qattn_mqa_logits_plan *plan) {
     }
 }
 
-/* The coopmat kernels' layout for head dim D (kernels/mqa_logits.hip, as
- * the shader's): the most (row, head) pairs a workgroup stages, its LDS. */
-static int64_t coopmat_pairs(int64_t D) { return D == 64 ? 288 : D == 128 ? 160 : 80; }
-static int64_t coopmat_shared(int64_t D) {
-    const int64_t np = coopmat_pairs(D);
-    return np * (D + 8) * 2 + np * 4 + np / 16 * 8;
-}
-
 int qh_mqa_supported(const qh_backend *be, const qattn_mqa_logits_plan *plan) {
     if (!plan) return 0;
     const int32_t rps = plan->rows_per_subgroup, waves = plan->subgroups_per_workgroup;
+    if (rps != 1 && rps != 2 && rps != 4) return 0;
     const int k = plan_kernel(plan);
     if (k < 0 || !be->fn[k] || plan->subgroup_size != be->wave) return 0;
     if (plan->load_bytes < 1 || plan->load_bytes > 16 || (plan->load_bytes & (plan->load_bytes - 1)) != 0)
         return 0;
     if (plan->grid_x < 1 || plan->grid_y < 1 || plan->kv_per_slice < 1 || plan->rows_per_workgroup < 1)
         return 0;
-    if (plan->variant == QATTN_MQA_COOPMAT) {
-        /* One row block per grid_x stride, the kv_tiles dealt over grid_y. */
-        const int64_t D = plan->head_dim, mt = D <= 128 ? 2 : 1;
-        return plan->subgroup_size == 32 && waves == 4 && plan->heads % 16 == 0 && plan->m_tiles == mt &&
-               plan->kv_tile == 16 * mt && rps == plan->rows_per_workgroup &&
-               (int64_t)rps * plan->heads <= coopmat_pairs(D) &&
-               (int64_t)plan->n_tiles * 16 == (int64_t)rps * plan->heads &&
-               plan->subgroups_per_row == waves && plan->shared_bytes == coopmat_shared(D) &&
-               plan->row_blocks == (plan->rows + rps - 1) / rps && plan->grid_x <= plan->row_blocks &&
-               plan->kv_tiles == (plan->kv_len + plan->kv_tile - 1) / plan->kv_tile &&
-               plan->grid_y <= plan->kv_tiles;
-    }
-    if (rps != 1 && rps != 2 && rps != 4) return 0;
     /* The kernels take one row block per workgroup and one slice per
      * grid.y index: the grid must cover both ranges. */
     if ((int64_t)plan->grid_x * plan->rows_per_workgroup < plan->rows ||
@@ -151,14 +115,9 @@ qattn_status qh_mqa_logits(void *vbe, const qattn_mqa_logits_plan *plan,
                        "that aligned",
                        (int)plan->load_bytes);
     if (plan->load_bytes >= 4) p.flags |= QH_MQA_ALIGNED4;
-    if (plan->load_bytes >= 16) p.flags |= QH_MQA_ALIGNED16;
     p.rows_per_wave = plan->rows_per_subgroup;
     p.waves = plan->subgroups_per_workgroup;
     p.kv_per_slice = plan->kv_per_slice;
-    p.row_blocks = plan->row_blocks;
-    p.kv_tiles = plan->kv_tiles;
-    p.grid_x = plan->grid_x;
-    p.grid_y = plan->grid_y;
     const enum qh_kernel_id k = (enum qh_kernel_id)plan_kernel(plan);
     const unsigned gx = (unsigned)plan->grid_x, gy = (unsigned)plan->grid_y;
     const unsigned threads = (unsigned)(plan->subgroup_size * plan->subgroups_per_workgroup);

@@ -11,23 +11,18 @@
  * - staged: the workgroup decodes each KV tile once into shared memory (f16,
  *   exact for fp8) and each subgroup keeps only its own rows.
  * - coopmat: the q.k products run on the matrix unit (f16 x f16 -> f32
- *   cooperative matrices; fp8 codes decode to f16 exactly) with the keys on
- *   M and the workgroup's (row, head) pairs on N: q of rows_per_workgroup
- *   rows staged once in shared memory, each subgroup building A fragments
- *   of its own 16 * m_tiles keys in registers per step and meeting every
- *   n-tile with them; ReLU x weight and the head sum on the accumulator
- *   (coopmat_geometry has the rules).
+ *   cooperative matrices; fp8 codes decode to f16 exactly). A subgroup holds
+ *   16*MT consecutive (row, head) pairs of q in registers for the whole KV
+ *   range; the ReLU x weight epilogue and the head reduction follow each tile.
  *
  * Downgrade chain for AUTO, each step recorded in plan->reason:
- *   coopmat  (needs a cooperative-matrix f16 16x16x16 -> f32 shape, subgroups
- *             of 32, D in {64, 128, 256}, H % 16 == 0 and one row's heads
- *             within the workgroup's pairs, its shared memory within the
- *             device limit)
+ *   coopmat  (needs a cooperative-matrix f16 16x16x16 -> f32 shape, H % 16 == 0,
+ *             its shared memory within the device limit, >= 16 rows)
  *   -> staged (needs its KV tile within the device's shared memory, >= 16 rows)
  *   -> direct (always possible).
  * A pinned variant (options or QATTN_MQA_VARIANT) that fails its gate is
  * QATTN_ERR_VARIANT_GATE naming the failed condition; the "fewer than 16
- * rows" rule is a preference of AUTO, not a gate.
+ * rows" rule is a preference, not a gate.
  *
  * The plan depends on shapes only, never on ks/ke values, so a graph-captured
  * call and an eager call of the same shape get the same split.
@@ -51,7 +46,8 @@
 #define DIRECT_COLS_PER_THREAD 2  /* q decodes shared by two columns */
 #define STAGED_SUBGROUPS 4        /* staged: subgroups per workgroup */
 #define STAGED_TILE 64            /* staged: KV columns per tile (>= subgroup) */
-#define CM_PAD 8                  /* coopmat: f16 padding per staged q pair (bank spread) */
+#define CM_DCHUNK 64              /* coopmat: q staged 16 pairs x 64 dims at a time */
+#define CM_PAD 8                  /* coopmat: f16 padding per shared row (bank spread) */
 #define MIN_ROWS_STAGED 16        /* fewer rows keep the direct variant */
 #define SLICE_MIN_KV 16384        /* KV shorter than this is never split */
 #define SLICE_MIN_COLS 4096       /* a slice amortises its q staging over >= this */
@@ -119,36 +115,41 @@ static int64_t staged_shared(int64_t kt, int64_t D) {
 typedef qattn_mqa_logits_geometry cm_pin;
 
 typedef struct cm_geom {
-    int32_t mt, rows, nsg;
+    int32_t mt, nt, nsg, spr, rpsg, sg, tm;
     int64_t shared;
 } cm_geom;
 
-/* Pairs (rows x heads) a coopmat workgroup stages: its q as f16, D + CM_PAD
- * halves each, within 44 KiB of shared memory (the rest of 48 KiB holds
- * the weights and windows), in whole n-tiles of 16. More pairs share each
- * converted key fragment among more matrix instructions. */
-static int64_t coopmat_max_pairs(int64_t D) { return D == 64 ? 288 : D == 128 ? 160 : 80; }
-
-/* Shared bytes of the coopmat kernel of head dim D (the shader declares
- * exactly these, sized for the variant's largest workgroup): q of
- * coopmat_max_pairs pairs in f16 with CM_PAD halves per pair, their weights
- * and one window per row. */
-static int64_t coopmat_shared(int64_t D) {
-    const int64_t np = coopmat_max_pairs(D);
-    return np * (D + CM_PAD) * 2 + np * 4 + np / 16 * 8;
+static int64_t coopmat_shared(const cm_geom *g, int64_t D) {
+    int64_t bn = 16 * g->nt;
+    /* The key tile, and before the KV loop each subgroup's 16 x CM_DCHUNK
+     * chunk of q on its way into registers, share one f16 array. */
+    int64_t kbuf = max64(bn * (D + CM_PAD), (int64_t)g->nsg * 16 * (CM_DCHUNK + CM_PAD));
+    /* Per-row TM x bn partials, f32, column-major with TM + 4 floats per
+     * column (conflict-free vec4 reads of the head sum). */
+    int64_t scratch = (int64_t)g->nsg * g->rpsg * bn * (g->tm + 4);
+    int64_t rows = (int64_t)g->nsg / g->spr * g->rpsg;
+    return kbuf * 2 + scratch * 4 + 2 * bn * 4 /* |k_scale| of two tiles */ + rows * 8 /* windows */;
 }
 
-/* Whether the device lists the f16 x f16 -> f32 16x16x16 subgroup shape the
- * coopmat kernel is written for; the shape into *out. */
+/* The matrix-unit shape the coopmat kernel uses: an f16 x f16 -> f32
+ * subgroup shape whose M, N and K divide 16 (the kernel composes 16 x 16 x 16
+ * blocks from it), the largest one listed (16x16x16 on NVIDIA and AMD, 8x8x8
+ * on lavapipe). The plan carries it (matrix_shape) to the backend. Returns
+ * 0 when none is listed. */
 static int pick_coopmat_shape(const qattn_device_caps *c, qattn_matrix_shape *out) {
+    int found = 0;
     for (int32_t i = 0; i < c->n_matrix_shapes && i < QATTN_MAX_MATRIX_SHAPES; ++i) {
         const qattn_matrix_shape *m = &c->matrix_shapes[i];
-        if (m->a_type == QATTN_F16 && m->c_type == QATTN_F32 && m->m == 16 && m->n == 16 && m->k == 16) {
+        if (m->a_type != QATTN_F16 || m->c_type != QATTN_F32) continue;
+        if ((m->m != 8 && m->m != 16) || (m->n != 8 && m->n != 16) || (m->k != 8 && m->k != 16))
+            continue;
+        if (!found || m->m * m->n * m->k > out->m * out->n * out->k ||
+            (m->m * m->n * m->k == out->m * out->n * out->k && m->m > out->m)) {
             *out = *m;
-            return 1;
+            found = 1;
         }
     }
-    return 0;
+    return found;
 }
 
 /* The matrix shape of the staged variant where a backend's staged kernel
@@ -183,25 +184,27 @@ static int32_t load_bytes(const qattn_mqa_logits_args *a) {
     return (int32_t)(bits & (~bits + 1)); /* lowest set bit */
 }
 
-/* Coopmat geometry (shaders/mqa_logits_coopmat.comp; docs/design.md, "FP8
- * MQA logits"), or 0 with the reason in why.
- * - Shape: f16 16x16x16 -> f32 on subgroups of 32 lanes (the fragment
- *   layout the kernels build their operands in; the Vulkan backend also
- *   checks the device's layout, QATTN_FEAT_FRAGMENT_LAYOUT, and refuses
- *   the plan on any other).
- * - Head dim 64, 128 or 256 (one kernel each). A subgroup step is 16 MT
- *   keys as MT A fragments per 16 dims, built in registers: MT = 2 (32
- *   keys, MT x D / 4 = 64 registers at D 128) up to D 128, 1 at 256.
- * - Rows per workgroup: as many as coopmat_max_pairs() pairs hold (q of
- *   every pair in shared memory, the B operand), at most S; each row's
- *   heads must fit (H <= 288, 160, 80 at D 64, 128, 256) and H % 16 == 0. One row per
- *   workgroup is a geometry like any other (H 128, S 1, or pinned).
- * - 4 subgroups: each works on its own steps of the workgroup's KV slice,
- *   sharing only the staged q; the kernel's registers (about 150 per lane
- *   at D 128) leave room for 3 such workgroups per H200 SM.
- * Pins: geometry.rows_per_workgroup (or options.rows_per_subgroup) pins
- * the rows, 1 .. the most that fit; geometry.m_tiles and n_tiles must
- * equal what the head dim and the rows give (the kernel compiles MT in). */
+/* Coopmat geometry, or 0 with the reason in why.
+ * - Shape: pick_coopmat_shape(); the geometry below counts in 16-blocks.
+ * - Subgroup: 32 lanes where the device can run them (the matrix shapes of
+ *   RDNA and NVIDIA are reported for 32), else its only width.
+ * - MT (16-pair m-tiles of q per subgroup) from the register budget: q stays
+ *   in registers as f16 fragments for the whole KV range, 16*MT*D/sg halves
+ *   per lane: at most 128 registers at 32 lanes (MT = 4 at D = 128, 2 at
+ *   D = 256, 1 at D = 512: the most q each B fragment loaded from shared
+ *   memory is used against; docs/perf_mqa_notes.md has the timings). MT
+ *   and H/16 must divide one another so a tile never straddles rows.
+ * - A row may spread over up to H/16 subgroups; the workgroup always holds
+ *   at least two rows: one-row geometries are the ones an open fault gives
+ *   wrong results (docs/perf_mqa_notes.md).
+ * - NT (16-column n-tiles per KV tile): accumulators MT*NT*256/sg floats per
+ *   lane <= 32 (registers go to q first), at most 4; lowered until the
+ *   shared memory fits.
+ * - Subgroups: at least 4 and a multiple of the subgroups one row needs,
+ *   and two rows' worth at least; the experimental geometry pin
+ *   rows_per_workgroup may ask for any multiple of the rows a subgroup
+ *   holds but one: the gate refuses the one-row geometries (the open fault
+ *   above) and the parity suite's one-row cases report that refusal. */
 static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t pin_rows,
                             const cm_pin *pin, cm_geom *g, char *why, size_t n) {
     if (!(c->features & QATTN_FEAT_COOPMAT)) {
@@ -210,70 +213,112 @@ static int coopmat_geometry(const qattn_device_caps *c, const shape *s, int32_t 
     }
     qattn_matrix_shape shape;
     if (!pick_coopmat_shape(c, &shape)) {
-        snprintf(why, n, "coopmat: device lists no f16 x f16 -> f32 16x16x16 matrix shape");
+        snprintf(why, n, "coopmat: device lists no f16 x f16 -> f32 matrix shape with M, N, K in {8, 16}");
         return 0;
     }
-    if (!(c->subgroup_size_min <= 32 && 32 <= c->subgroup_size_max)) {
-        snprintf(why, n, "coopmat: subgroups of 32 lanes needed, device runs %u..%u",
-                 (unsigned)c->subgroup_size_min, (unsigned)c->subgroup_size_max);
+    if (s->H % 16 != 0) {
+        snprintf(why, n, "coopmat: H = %" PRId64 " is not a multiple of 16", s->H);
         return 0;
     }
-    if (c->subgroup_size_min != c->subgroup_size_max && !(c->features & QATTN_FEAT_SUBGROUP_SIZE_CONTROL)) {
+    int64_t sg;
+    if (c->subgroup_size_min <= 32 && 32 <= c->subgroup_size_max) sg = 32;
+    else sg = c->subgroup_size_max;
+    if (sg < 4 || sg > 128) {
+        snprintf(why, n, "coopmat: subgroup size %" PRId64 " unsupported (4..128)", sg);
+        return 0;
+    }
+    if (c->subgroup_size_min != c->subgroup_size_max &&
+        !(c->features & QATTN_FEAT_SUBGROUP_SIZE_CONTROL)) {
         snprintf(why, n, "coopmat: subgroup size varies (%u..%u) and cannot be pinned",
                  (unsigned)c->subgroup_size_min, (unsigned)c->subgroup_size_max);
         return 0;
     }
-    if (s->D != 64 && s->D != 128 && s->D != 256) {
-        snprintf(why, n, "coopmat: head dim %" PRId64 " (the kernels exist for 64, 128 and 256)", s->D);
-        return 0;
-    }
-    const int64_t np = coopmat_max_pairs(s->D);
-    if (s->H % 16 != 0 || s->H > np) {
-        snprintf(why, n, "coopmat: H = %" PRId64 " must be a multiple of 16 and at most %" PRId64 " at D = %" PRId64,
-                 s->H, np, s->D);
-        return 0;
-    }
-    const int64_t most = np / s->H;
-    int64_t rows = min64(most, s->S);
-    if (pin_rows && pin->rows_per_workgroup && pin_rows != pin->rows_per_workgroup) {
-        snprintf(why, n, "coopmat: options.rows_per_subgroup %d and geometry.rows_per_workgroup %d differ "
-                 "(both are the workgroup's rows)", (int)pin_rows, (int)pin->rows_per_workgroup);
-        return 0;
-    }
-    const int32_t want = pin->rows_per_workgroup ? pin->rows_per_workgroup : pin_rows;
-    if (want) {
-        if (want < 1 || want > most) {
-            snprintf(why, n, "coopmat: %d rows per workgroup; 1 .. %" PRId64 " rows of %" PRId64
-                     " heads fit its %" PRId64 " pairs", (int)want, most, s->H, np);
+    const int64_t units = s->H / 16; /* m-tiles per row */
+    int64_t mt;
+    if (pin_rows > 1) {
+        mt = pin_rows * units; /* whole rows per subgroup */
+        if (mt > 4) {
+            snprintf(why, n,
+                     "coopmat: rows_per_subgroup %d of H = %" PRId64 " needs %" PRId64
+                     " m-tiles of 16 heads per subgroup (at most 4)",
+                     (int)pin_rows, s->H, mt);
             return 0;
         }
-        rows = want;
+        if (16 * mt * s->D > 256 * sg) {
+            snprintf(why, n,
+                     "coopmat: rows_per_subgroup %d keeps %" PRId64 " q halves per lane (> 256) for "
+                     "D = %" PRId64,
+                     (int)pin_rows, 16 * mt * s->D / sg, s->D);
+            return 0;
+        }
+    } else {
+        mt = max64(1, min64(4, 16 * sg / s->D));
+        if (pin_rows == 1) mt = min64(mt, units); /* never two rows in a subgroup */
     }
-    g->mt = s->D <= 128 ? 2 : 1;
-    g->rows = (int32_t)rows;
-    g->nsg = 4;
-    if (pin->m_tiles && pin->m_tiles != g->mt) {
-        snprintf(why, n, "coopmat: geometry.m_tiles %d; the D = %" PRId64 " kernel takes %d 16-key m-tiles per step",
-                 (int)pin->m_tiles, s->D, (int)g->mt);
+    while (mt > 1 && units % mt != 0 && mt % units != 0) --mt;
+    if (pin->m_tiles) {
+        if (pin->m_tiles != 1 && pin->m_tiles != 2 && pin->m_tiles != 4) {
+            snprintf(why, n, "coopmat: geometry.m_tiles %d, expected 1, 2 or 4", (int)pin->m_tiles);
+            return 0;
+        }
+        if (units % pin->m_tiles != 0 && pin->m_tiles % units != 0) {
+            snprintf(why, n, "coopmat: geometry.m_tiles %d and H / 16 = %" PRId64 " do not divide one another",
+                     (int)pin->m_tiles, units);
+            return 0;
+        }
+        mt = pin->m_tiles;
+    }
+    g->sg = (int32_t)sg;
+    g->tm = shape.m;
+    g->mt = (int32_t)mt;
+    g->spr = (int32_t)max64(1, units / mt);
+    g->rpsg = (int32_t)max64(1, mt / units);
+    g->nsg = (int32_t)(g->spr * max64(2, cdiv(4, g->spr))); /* >= 4 subgroups, >= 2 rows */
+    if (pin->rows_per_workgroup == 1) {
+        /* One row per workgroup hits the open fault (docs/perf_mqa_notes.md):
+         * no plan, pinned or not, runs it. */
+        snprintf(why, n, "coopmat: geometry.rows_per_workgroup 1: one row per workgroup gives wrong "
+                         "results on the H200 (fault not located); 2 or more");
         return 0;
     }
-    if (pin->n_tiles && (int64_t)pin->n_tiles * 16 != rows * s->H) {
-        snprintf(why, n, "coopmat: geometry.n_tiles %d; %" PRId64 " rows of %" PRId64 " heads are %" PRId64
-                 " n-tiles", (int)pin->n_tiles, rows, s->H, rows * s->H / 16);
+    if (pin->rows_per_workgroup) {
+        if (pin->rows_per_workgroup < 1 || pin->rows_per_workgroup % g->rpsg != 0 ||
+            pin->rows_per_workgroup / g->rpsg * (int64_t)g->spr > 32) {
+            snprintf(why, n, "coopmat: geometry.rows_per_workgroup %d is not a multiple of the %d rows a "
+                     "subgroup holds (or needs more than 32 subgroups)", (int)pin->rows_per_workgroup,
+                     (int)g->rpsg);
+            return 0;
+        }
+        g->nsg = pin->rows_per_workgroup / g->rpsg * g->spr;
+    }
+    if ((int64_t)g->nsg * sg > max_threads(c)) {
+        snprintf(why, n, "coopmat: %d subgroups of %" PRId64 " lanes exceed the %" PRId64
+                 "-thread workgroup limit", (int)g->nsg, sg, max_threads(c));
         return 0;
     }
-    if ((int64_t)g->nsg * 32 > max_threads(c)) {
-        snprintf(why, n, "coopmat: %d subgroups of 32 lanes exceed the %" PRId64 "-thread workgroup limit",
-                 (int)g->nsg, max_threads(c));
+    int64_t nt = min64(4, max64(1, (sg / 8) / mt));
+    if (pin->n_tiles) {
+        if (pin->n_tiles < 1 || pin->n_tiles > 4) {
+            snprintf(why, n, "coopmat: geometry.n_tiles %d, expected 1..4", (int)pin->n_tiles);
+            return 0;
+        }
+        g->nt = pin->n_tiles;
+        g->shared = coopmat_shared(g, s->D);
+        if (g->shared <= c->max_shared_bytes) return 1;
+        snprintf(why, n, "coopmat: geometry.n_tiles %d needs %" PRId64 " B of shared memory, device allows %u",
+                 (int)pin->n_tiles, g->shared, (unsigned)c->max_shared_bytes);
         return 0;
     }
-    g->shared = coopmat_shared(s->D);
-    if (g->shared > c->max_shared_bytes) {
-        snprintf(why, n, "coopmat: needs %" PRId64 " B of shared memory for D = %" PRId64 ", device allows %u",
-                 g->shared, s->D, (unsigned)c->max_shared_bytes);
-        return 0;
+    for (; nt >= 1; --nt) {
+        g->nt = (int32_t)nt;
+        g->shared = coopmat_shared(g, s->D);
+        if (g->shared <= c->max_shared_bytes) return 1;
     }
-    return 1;
+    g->nt = 1;
+    g->shared = coopmat_shared(g, s->D);
+    snprintf(why, n, "coopmat: needs %" PRId64 " B of shared memory for D = %" PRId64
+             ", device allows %u", g->shared, s->D, (unsigned)c->max_shared_bytes);
+    return 0;
 }
 
 /* Fills the per-variant part of the plan; returns 0 with why when the
@@ -284,16 +329,14 @@ static int fill_variant(const qattn_device_caps *c, const shape *s, qattn_mqa_va
     if (v == QATTN_MQA_COOPMAT) {
         cm_geom g;
         if (!coopmat_geometry(c, s, pin_rows, pin, &g, why, n)) return 0;
-        /* Every subgroup computes every row of the workgroup over its own
-         * steps of 16 MT keys. */
-        p->subgroup_size = 32;
-        p->rows_per_subgroup = g.rows;
+        p->subgroup_size = g.sg;
+        p->rows_per_subgroup = g.rpsg;
         p->subgroups_per_workgroup = g.nsg;
-        p->rows_per_workgroup = g.rows;
+        p->rows_per_workgroup = g.nsg / g.spr * g.rpsg;
         p->m_tiles = g.mt;
-        p->subgroups_per_row = g.nsg;
-        p->n_tiles = (int32_t)(g.rows * s->H / 16);
-        p->kv_tile = 16 * g.mt;
+        p->subgroups_per_row = g.spr;
+        p->n_tiles = g.nt;
+        p->kv_tile = 16 * g.nt;
         p->shared_bytes = (uint32_t)g.shared;
         return 1;
     }
@@ -391,9 +434,6 @@ static qattn_status check_int32(const qattn_mqa_logits_args *a, const shape *s,
     if ((int64_t)p->kv_tile * a->k.strides[0] + s->D > lim)
         return qattn__err(err, n, QATTN_ERR_OVERFLOW,
                           "k: one %d-column tile spans more than int32 elements", (int)p->kv_tile);
-    if ((int64_t)p->kv_tile * a->k_scale.strides[0] > lim)
-        return qattn__err(err, n, QATTN_ERR_OVERFLOW,
-                          "k_scale: one %d-column tile spans more than int32 elements", (int)p->kv_tile);
     return QATTN_OK;
 }
 
@@ -461,22 +501,28 @@ static qattn_status plan_compute(const qattn_device_caps *caps, const qattn_mqa_
                               qattn_mqa_variant_name(opt.variant), why);
         p.variant = opt.variant;
     } else {
-        /* coopmat -> staged -> direct; the first whose gate passes wins.
-         * Fewer than MIN_ROWS_STAGED rows skip staged (a tile staged for a
-         * few rows costs more than it saves), not coopmat (its workgroup
-         * holds only the rows there are). */
+        /* coopmat -> staged -> direct; the first whose gate passes wins. */
         static const qattn_mqa_variant chain[] = {QATTN_MQA_COOPMAT, QATTN_MQA_STAGED};
         p.variant = QATTN_MQA_DIRECT;
-        for (size_t i = 0; i < sizeof chain / sizeof chain[0]; ++i) {
-            if (chain[i] == QATTN_MQA_STAGED && s.S < MIN_ROWS_STAGED) {
-                add_reason(&p, "direct: %" PRId64 " rows < %d", s.S, MIN_ROWS_STAGED);
-                break;
+        qattn_matrix_shape shape;
+        if (s.S < MIN_ROWS_STAGED) {
+            add_reason(&p, "direct: %" PRId64 " rows < %d", s.S, MIN_ROWS_STAGED);
+        } else {
+            for (size_t i = 0; i < sizeof chain / sizeof chain[0]; ++i) {
+                /* 8-row matrix shapes are what emulating implementations
+                 * (lavapipe) offer, where the staged path is faster: AUTO
+                 * takes coopmat only with 16-row shapes; a pin takes any. */
+                if (chain[i] == QATTN_MQA_COOPMAT && pick_coopmat_shape(caps, &shape) && shape.m < 16) {
+                    add_reason(&p, "coopmat: only %ux%ux%u matrix shapes (AUTO wants 16 rows)",
+                               (unsigned)shape.m, (unsigned)shape.n, (unsigned)shape.k);
+                    continue;
+                }
+                if (fill_variant(caps, &s, chain[i], opt.rows_per_subgroup, pin, &p, why, sizeof why)) {
+                    p.variant = chain[i];
+                    break;
+                }
+                add_reason(&p, "%s", why);
             }
-            if (fill_variant(caps, &s, chain[i], opt.rows_per_subgroup, pin, &p, why, sizeof why)) {
-                p.variant = chain[i];
-                break;
-            }
-            add_reason(&p, "%s", why);
         }
         if (p.variant == QATTN_MQA_DIRECT)
             fill_variant(caps, &s, QATTN_MQA_DIRECT, opt.rows_per_subgroup, pin, &p, why, sizeof why);

@@ -13,9 +13,10 @@
  *   {random (full, inside, clamped, empty mixed), causal, full, all empty},
  *   variant {planner, direct, staged, coopmat forced}, layout {dense,
  *   padded and unaligned}.
- * Then ten fixed cases name every coopmat geometry (each head dim with a
- * kernel, 1 to 8 rows per workgroup), and eight more pin one row per
- * workgroup through the experimental geometry pins.
+ * Then eight fixed cases name every coopmat geometry (rows over 1 to 8
+ * subgroups, 1 to 4 rows per subgroup), and eight more pin one row per
+ * workgroup through the experimental geometry pins (a geometry the planner
+ * does not choose).
  * --full covers every pair twice over with a ten times larger budget, and
  * adds the 16 x 1,500,000-column case (also reachable alone with
  * --filter mqa_logits/long). That case checks a sample of rows and column
@@ -668,18 +669,16 @@ static void run_mqa_logits(parity_ctx *pc) {
     }
     if (pc->verbose) printf("mqa_logits: %d pairwise cases\n", n);
     for (int i = 0; i < n; ++i) run_case(pc, &table[i], i);
-    /* Every coopmat geometry by name, coopmat forced: each head dim with a
-     * kernel (16- and 32-key steps), 1 to 8 rows per workgroup (H 128 ..
-     * 16 at D <= 128, H 64 .. 16 at D 256), a last row block shorter than
-     * the workgroup, KV lengths off the step, unaligned layouts (byte
-     * loads). With QATTN_MQA_MTILES / NTILES / RPW set, the same cases run
+    /* Every coopmat geometry by name, coopmat forced: one row over 1, 2, 4
+     * and 8 subgroups (H 64 x D 256 and 512, H 128 x D 256: the shapes
+     * once wrong on the H200), 2 and 4 rows per subgroup, every tile
+     * width. With QATTN_MQA_MTILES / NTILES / RPW set, the same cases run
      * each pinned geometry. */
     static const struct { int S, S_kv, H, D, qfnuz, kfnuz, clean, win, padded; } GEOM[] = {
         {37, 2001, 64, 128, 0, 0, 1, W_CAUSAL, 0}, {33, 1500, 32, 128, 1, 0, 0, W_RANDOM, 1},
-        {19, 2049, 64, 256, 0, 1, 1, W_RANDOM, 0}, {17, 1100, 16, 256, 0, 0, 1, W_CAUSAL, 1},
-        {18, 1300, 32, 256, 1, 1, 1, W_FULL, 0},   {21, 1027, 128, 128, 0, 0, 0, W_RANDOM, 0},
+        {19, 2049, 64, 256, 0, 1, 1, W_RANDOM, 0}, {17, 1100, 64, 512, 0, 0, 1, W_CAUSAL, 1},
+        {18, 1300, 128, 256, 1, 1, 1, W_FULL, 0},  {21, 1027, 128, 128, 0, 0, 0, W_RANDOM, 0},
         {40, 3001, 16, 64, 0, 0, 1, W_RANDOM, 0},  {16, 4099, 64, 64, 0, 0, 1, W_CAUSAL, 0},
-        {9, 777, 128, 64, 1, 0, 1, W_RANDOM, 1},   {5, 5000, 16, 128, 0, 1, 1, W_CAUSAL, 0},
     };
     for (int i = 0; i < (int)(sizeof GEOM / sizeof GEOM[0]); ++i) {
         mqa_case c = {GEOM[i].S, GEOM[i].S_kv, GEOM[i].H, GEOM[i].D,
@@ -688,20 +687,19 @@ static void run_mqa_logits(parity_ctx *pc) {
                       GEOM[i].clean, GEOM[i].win, QATTN_MQA_COOPMAT, GEOM[i].padded, budget, {0, 0, 0}};
         run_case(pc, &c, 90 + i);
     }
-    /* One row per workgroup (rows_per_workgroup pinned to 1 where the
-     * planner would take more): the geometry the previous coopmat kernel
-     * gave run-to-run different wrong values in on the H200 and the planner
-     * refused. */
-    static const struct { int S, S_kv, H, D, win, padded; } ONEROW[] = {
-        {37, 2001, 64, 128, W_CAUSAL, 0}, {29, 1500, 64, 64, W_RANDOM, 1},
-        {21, 1027, 128, 128, W_FULL, 0},  {18, 1300, 64, 256, W_CAUSAL, 0},
-        {23, 2049, 32, 128, W_RANDOM, 0}, {33, 1100, 16, 128, W_CAUSAL, 1},
-        {40, 3001, 16, 64, W_RANDOM, 0},  {17, 777, 32, 256, W_CAUSAL, 0},
+    /* One row per workgroup (rows_per_workgroup pinned to 1, which the
+     * planner never chooses): a row over 1, 2, 4 and 8 subgroups, the
+     * geometries that gave run-to-run different wrong values on the H200. */
+    static const struct { int S, S_kv, H, D, mt, nt, win, padded; } ONEROW[] = {
+        {37, 2001, 64, 128, 1, 0, W_CAUSAL, 0}, {29, 1500, 64, 64, 1, 2, W_RANDOM, 1},
+        {21, 1027, 128, 128, 2, 0, W_FULL, 0},  {18, 1300, 128, 256, 1, 1, W_CAUSAL, 0},
+        {23, 2049, 64, 128, 4, 0, W_RANDOM, 0}, {33, 1100, 32, 128, 1, 0, W_CAUSAL, 1},
+        {40, 3001, 16, 64, 1, 4, W_RANDOM, 0},  {17, 777, 64, 256, 2, 0, W_CAUSAL, 0},
     };
     for (int i = 0; i < (int)(sizeof ONEROW / sizeof ONEROW[0]); ++i) {
         mqa_case c = {ONEROW[i].S, ONEROW[i].S_kv, ONEROW[i].H, ONEROW[i].D, QATTN_FP8_E4M3FN,
                       i % 2 ? QATTN_FP8_E4M3FNUZ : QATTN_FP8_E4M3FN, i % 3 != 1, ONEROW[i].win,
-                      QATTN_MQA_COOPMAT, ONEROW[i].padded, budget, {0, 0, 1}};
+                      QATTN_MQA_COOPMAT, ONEROW[i].padded, budget, {ONEROW[i].mt, ONEROW[i].nt, 1}};
         run_case(pc, &c, 80 + i);
     }
     run_long(pc);

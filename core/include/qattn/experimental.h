@@ -55,9 +55,9 @@ QATTN_API qattn_status qattn_read_stream(qattn_context *ctx, const qattn_buffer 
  *  AUTO. Zero fields are the planner's choice. A plan made here is sealed
  *  like any other, so run's integrity check accepts it and only it. */
 typedef struct qattn_mqa_logits_geometry {
-    int32_t m_tiles;            /* 16-key m-tiles per subgroup step: the head dim's (2 up to D 128, 1 at 256) */
-    int32_t n_tiles;            /* 16-pair n-tiles of the workgroup: rows_per_workgroup x H / 16 */
-    int32_t rows_per_workgroup; /* 1 .. the rows whose heads fit the workgroup's pairs */
+    int32_t m_tiles;            /* 16-pair m-tiles of q per subgroup: 1, 2 or 4 */
+    int32_t n_tiles;            /* 16-column n-tiles per KV tile: 1..4 */
+    int32_t rows_per_workgroup; /* >= 2 */
 } qattn_mqa_logits_geometry;
 QATTN_API qattn_status qattn_experimental_mqa_logits_plan_create(
     qattn_context *ctx, const qattn_mqa_logits_args *args, const qattn_mqa_logits_options *options,
@@ -66,9 +66,8 @@ QATTN_API qattn_status qattn_experimental_mqa_logits_plan_create(
 /* ---- MQA logits matrix ceiling -------------------------------------- */
 /** The cooperative-matrix rate the device gives the tile shape of `plan` (a
  *  coopmat plan made by qattn_mqa_logits_plan_create or _compute), in
- *  TFLOP/s: a GEMM kernel with the plan's subgroups, m-tiles of keys (A in
- *  registers), n-tiles of (row, head) pairs (B in shared memory), head dim
- *  and matrix shape, operands in registers and shared memory only.
+ *  TFLOP/s: a GEMM kernel with the plan's subgroups, m-tiles of q, KV tile,
+ *  head dim and matrix shape, operands in registers and shared memory only.
  *  The ceiling that plan's kernel is measured against. The plan is checked
  *  as qattn_mqa_logits_run checks it (integrity digest, fits this device,
  *  the backend runs its variant) before anything launches; *tflops is 0 on

@@ -495,11 +495,9 @@ typedef struct qattn_mqa_logits_plan {
     /** 1: some row base (row x row stride, or column x k row stride) passes
      *  int32, so the kernel forms those offsets in 64 bits; 0: all fit. */
     int32_t index64;
-    /** Coopmat (keys on M, the workgroup's (row, head) pairs on N): the
-     *  16-key m-tiles of a subgroup's step (kv_tile = 16 * m_tiles), the
-     *  subgroups sharing every row (each over its own steps), and the
-     *  16-pair n-tiles of the workgroup (rows_per_workgroup * heads / 16);
-     *  0 for the other variants. */
+    /** Coopmat: the 16-pair m-tiles of q each subgroup holds (1, 2 or 4),
+     *  the subgroups one row's heads spread over, and the 16-column n-tiles
+     *  of a KV tile (kv_tile = 16 * n_tiles); 0 for the other variants. */
     int32_t m_tiles, subgroups_per_row, n_tiles;
     /** ceil(rows / rows_per_workgroup): the row blocks grid_x strides over;
      *  ceil(kv_len / kv_tile): the KV tiles the grid_y slices deal out. */
