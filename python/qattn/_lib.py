@@ -185,7 +185,10 @@ class PagedMqaLogitsPlan(ctypes.Structure):
                                       "load_bytes", "q_staged", "q_stage_bytes", "num_splits",
                                       "keys_per_split")] + [
         ("grid", _u32x3), ("shared_bytes", ctypes.c_uint32),
-        ("workspace_bytes", ctypes.c_uint64), ("reason", ctypes.c_char * REASON_BYTES),
+        ("workspace_bytes", ctypes.c_uint64)] + [
+        (n, ctypes.c_int32) for n in ("subgroup_size", "subgroups", "key_tiles", "head_slots",
+                                      "pass_rows", "passes", "fragment_layout", "q_row_halves")] + [
+        ("matrix_shape", MatrixShape), ("reason", ctypes.c_char * REASON_BYTES),
         ("args_layout", ctypes.c_uint64), ("integrity", ctypes.c_uint64)]
 
 
