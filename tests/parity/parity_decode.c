@@ -134,6 +134,8 @@ static const decode_case CASES[] = {
     {1, 1, 4, 4, 16, FN, 16, 513, -1, 0, 0, 1, TOK, 0, 0, F3, S_ROW, 48, 0, 0},           /* the smallest: 16 / 48 */
     {5, 3, 1, 4, 48, BF, 1, 513, -1, 0, 1, 1, AL4, 0, 0, F3, S_ROW, 16, 0, 0},
     {1, 1, 2, 8, 112, FNUZ, 16, 513, -1, 1, 1, 1, AL8, 1, 0, F3, S_ROW, 240, 0, 0},
+    {5, 3, 2, 4, 64, E5, 1, 513, -1, 0, 0, 1, UNAL, 0, 0, F3, S_ROW, 192, H16, 0},     /* Dv > D, key-wise rows */
+    {1, 2, 2, 4, 80, BF, 8, 1000, -1, 1, 1, 1, HEAD, 0, 0, F3, S_ROW, 208, 0, H16},
 };
 
 static void case_name(const decode_case *c, char *buf, size_t n) {
