@@ -61,17 +61,19 @@ endif()
 
 # The AMD-planned geometry (gfx1201 packed decode, gfx942 staged MQA) run on
 # whatever HIP device the build reaches: tests/hip/hip_twin_plans.c.
-# The KV store over issue 27's axes (formats x sources x D/Dv), bit-exact
-# against the CPU reference: tests/hip/hip_kv_store_axes.c.
-function(qattn_hip_kv_store_axes_test exe lib test_name)
-  add_executable(${exe} ${CMAKE_CURRENT_LIST_DIR}/hip/hip_kv_store_axes.c)
+# HIP-only tests of issue 27's axes against the CPU reference, on the real
+# backend and on each host simulation: the KV store over formats x bf16/f16
+# sources x D/Dv, bit-exact (tests/hip/hip_kv_store_axes.c), and decode over
+# every head dim pair, format, q/o dtype and variant (tests/hip/hip_decode_dims.c).
+function(qattn_hip_axes_test src exe lib test_name)
+  add_executable(${exe} ${CMAKE_CURRENT_LIST_DIR}/hip/${src}.c)
   target_include_directories(${exe} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/common)
   target_link_libraries(${exe} PRIVATE ${lib} qattn_core)
   if(QATTN_PARITY_LIBM)
     target_link_libraries(${exe} PRIVATE ${QATTN_PARITY_LIBM})
   endif()
   add_test(NAME ${test_name} COMMAND ${exe})
-  set_tests_properties(${test_name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "hip;parity")
+  set_tests_properties(${test_name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "hip;parity")
 endfunction()
 
 function(qattn_hip_twin_test exe lib test_name)
@@ -88,7 +90,8 @@ endfunction()
 # ---- 3. the real backend ----
 if(TARGET qattn_hip)
   qattn_hip_twin_test(qattn_hip_twin_plans qattn_hip hip_twin_plans)
-  qattn_hip_kv_store_axes_test(qattn_hip_kv_store_axes qattn_hip hip_kv_store_axes)
+  qattn_hip_axes_test(hip_kv_store_axes qattn_hip_kv_store_axes qattn_hip hip_kv_store_axes)
+  qattn_hip_axes_test(hip_decode_dims qattn_hip_decode_dims qattn_hip hip_decode_dims)
   # decode + KV store + MQA captured in the caller's graph on the caller's
   # stream, replayed with new inputs (tests/hip/hip_graph.c); it calls the
   # runtime itself, through the backend's platform header
@@ -133,9 +136,10 @@ foreach(sim ${_hip_sims})
   qattn_hip_twin_test(qattn_hip_twin_plans_hostsim_${sim}
                       "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>"
                       hip_hostsim_${sim}_twin_plans)
-  qattn_hip_kv_store_axes_test(qattn_hip_kv_store_axes_hostsim_${sim}
-                               "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>"
-                               hip_hostsim_${sim}_kv_store_axes)
+  foreach(t kv_store_axes decode_dims)
+    qattn_hip_axes_test(hip_${t} qattn_hip_${t}_hostsim_${sim} "$<LINK_LIBRARY:WHOLE_ARCHIVE,qattn_hip_hostsim_${sim}>"
+                        hip_hostsim_${sim}_${t})
+  endforeach()
   foreach(op ${QATTN_PARITY_OPS})
     add_test(NAME hip_hostsim_${sim}_parity_${op} COMMAND ${exe} --backend hip --op ${op})
     set_tests_properties(hip_hostsim_${sim}_parity_${op} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900
