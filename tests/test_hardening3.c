@@ -263,6 +263,24 @@ static void test_item5_alias_every_op(void **state) {
     free(host);
 }
 
+/* decode_read reads V rows of K's length: a v_cache of another head dim
+ * (legal for decode since Dv may differ from D) is refused, and the sum is
+ * not written. Before the rule both its kernels and its reference read past
+ * each shorter V row. */
+static void test_decode_read_one_head_dim(void **state) {
+    fix *f = *state;
+    qattn_decode_args a = f->a;
+    a.v_cache.shape[a.v_cache.rank - 1] = D / 2;
+    a.o.shape[3] = D / 2;
+    uint32_t before = 0x5A5A5A5Au, after = 0;
+    qattn_buffer *sum = qt_buf(f->ctx, &before, sizeof before);
+    expect_refused(qattn_decode_read(f->ctx, &a, sum, 0), QATTN_ERR_SHAPE, f->ctx, "v_cache",
+                   "decode_read reads K and V rows of one length", "decode_read with Dv != D");
+    assert_int_equal(qattn_buffer_download(f->ctx, sum, 0, &after, sizeof after), QATTN_OK);
+    assert_int_equal(after, before);
+    qattn_buffer_free(f->ctx, sum);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_item2_decode_outputs_distinct, setup, teardown),
@@ -270,6 +288,7 @@ int main(void) {
         cmocka_unit_test(test_item2_mqa_logits_distinct),
         cmocka_unit_test(test_item3_paged_mqa_logits_distinct),
         cmocka_unit_test_setup_teardown(test_item5_alias_every_op, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_decode_read_one_head_dim, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

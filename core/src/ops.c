@@ -466,6 +466,12 @@ static qattn_status dread_validate(const void *vcall, char *err, size_t n) {
     if (s == QATTN_OK) s = check_rows16(&c->args->k_cache, "k_cache", err, n);
     if (s == QATTN_OK) s = check_rows16(&c->args->v_cache, "v_cache", err, n);
     if (s != QATTN_OK) return s;
+    /* Its kernels and reference read V rows of K's length. */
+    if (qattn__cache_head_dim(&c->args->v_cache) != qattn__cache_head_dim(&c->args->k_cache))
+        return qattn__err(err, n, QATTN_ERR_SHAPE,
+                          "v_cache: head dim %" PRId64 " differs from k_cache's %" PRId64
+                          " (decode_read reads K and V rows of one length)",
+                          qattn__cache_head_dim(&c->args->v_cache), qattn__cache_head_dim(&c->args->k_cache));
     if (c->sum.offset % 4 != 0)
         return qattn__err(err, n, QATTN_ERR_ALIGNMENT, "sum_offset %" PRIu64 " is not a multiple of 4",
                           c->sum.offset);

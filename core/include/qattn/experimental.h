@@ -94,7 +94,8 @@ QATTN_API qattn_status qattn_mqa_matrix_ceiling(qattn_context *ctx,
  *  read. Rules: `args` as for qattn_decode_run (validated the same way);
  *  every cache row (D elements), and the caches' page, row and head
  *  strides, in bytes a multiple of 16 (else QATTN_ERR_ALIGNMENT naming the
- *  tensor); sum_offset a multiple of 4 inside `sum`. Returns
+ *  tensor); K and V rows of one head dim (Dv = D, else QATTN_ERR_SHAPE);
+ *  sum_offset a multiple of 4 inside `sum`. Returns
  *  QATTN_ERR_UNSUPPORTED on a backend without the kernel. */
 QATTN_API qattn_status qattn_decode_read(qattn_context *ctx, const qattn_decode_args *args,
                                          qattn_buffer *sum, uint64_t sum_offset);
